@@ -1,0 +1,2 @@
+//! The `outboxd` command line: parse, load configuration, set up telemetry, run.
+fn main() {}

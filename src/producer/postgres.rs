@@ -1,0 +1,61 @@
+//! Enqueue on PostgreSQL: one call of the `outbox_enqueue_prehashed` SQL function, which
+//! holds the insert-or-replay logic shared with `outbox_enqueue` for other languages.
+
+use async_trait::async_trait;
+use sqlx::{PgConnection, Postgres, Row, Transaction};
+
+use super::{Enqueued, EnqueueError, OutboxTransaction, ValidIntent};
+use crate::intent::IntentState;
+
+/// SQLSTATE raised by the SQL functions for a digest conflict.
+pub const CONFLICT_SQLSTATE: &str = "OB409";
+
+const ENQUEUE_SQL: &str = "SELECT intent_id, idempotency_key, replayed, state \
+     FROM outbox_enqueue_prehashed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
+/// Records the intent; a conflict raised by the function maps to [`EnqueueError::Conflict`].
+async fn enqueue_pg(conn: &mut PgConnection, i: &ValidIntent) -> Result<Enqueued, EnqueueError> {
+    let row = sqlx::query(ENQUEUE_SQL)
+        .bind(i.tenant.as_str())
+        .bind(i.operation_id.as_str())
+        .bind(i.action.as_str())
+        .bind(sqlx::types::Json(&i.payload))
+        .bind(i.payload_version)
+        .bind(i.digest.as_str())
+        .bind(i.idempotency_key.as_str())
+        .bind(i.ordering_key.as_ref().map(|k| k.as_str()))
+        .bind(i.not_before)
+        .bind(i.deadline)
+        .fetch_one(conn)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some(CONFLICT_SQLSTATE) => {
+                EnqueueError::Conflict {
+                    tenant: i.tenant.to_string(),
+                    operation_id: i.operation_id.to_string(),
+                }
+            }
+            _ => EnqueueError::Database(e),
+        })?;
+    let state: String = row.try_get("state")?;
+    Ok(Enqueued {
+        intent_id: row.try_get("intent_id")?,
+        idempotency_key: row.try_get("idempotency_key")?,
+        replayed: row.try_get("replayed")?,
+        state: IntentState::parse(&state).unwrap_or(IntentState::Pending),
+    })
+}
+
+#[async_trait]
+impl OutboxTransaction for PgConnection {
+    async fn enqueue_valid(&mut self, intent: &ValidIntent) -> Result<Enqueued, EnqueueError> {
+        enqueue_pg(self, intent).await
+    }
+}
+
+#[async_trait]
+impl OutboxTransaction for Transaction<'_, Postgres> {
+    async fn enqueue_valid(&mut self, intent: &ValidIntent) -> Result<Enqueued, EnqueueError> {
+        enqueue_pg(self, intent).await
+    }
+}

@@ -1,0 +1,241 @@
+//! Embedded, forward-only schema migrations, recorded in outboxd's own
+//! `outboxd_schema_migrations` table so they never collide with a producer's migrations
+//! (sqlx's `_sqlx_migrations`, for example) in a shared database.
+//!
+//! Each migration runs in one transaction with its bookkeeping row. On PostgreSQL an
+//! advisory lock serialises concurrent `outboxd migrate` runs (several replicas starting at
+//! once); on SQLite `BEGIN IMMEDIATE` does the same.
+
+use sha2::{Digest, Sha256};
+use sqlx::{PgPool, Row, SqlitePool};
+
+/// One embedded migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Monotonic version number (the file's numeric prefix).
+    pub version: i64,
+    /// Human name (the file name without prefix and extension).
+    pub name: &'static str,
+    /// The SQL text.
+    pub sql: &'static str,
+}
+
+impl Migration {
+    /// sha256 of the SQL text, stored so an edited, already applied migration is detected.
+    pub fn checksum(&self) -> String {
+        hex::encode(Sha256::digest(self.sql.as_bytes()))
+    }
+}
+
+/// PostgreSQL migrations, in order.
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "outbox",
+        sql: include_str!("../../migrations/postgres/0001_outbox.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "producer_functions",
+        sql: include_str!("../../migrations/postgres/0002_producer_functions.sql"),
+    },
+];
+
+/// SQLite migrations, in order; paired one to one with [`POSTGRES`].
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "outbox",
+        sql: include_str!("../../migrations/sqlite/0001_outbox.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "producer_functions",
+        sql: include_str!("../../migrations/sqlite/0002_producer_functions.sql"),
+    },
+];
+
+/// The schema version this build expects (the last migration's version).
+pub fn expected_version() -> i64 {
+    POSTGRES.last().map(|m| m.version).unwrap_or(0)
+}
+
+/// Why migrating failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// A migration recorded as applied no longer matches the embedded text.
+    #[error("migration {version} ({name}) was changed after it was applied (checksum {stored} in the database, {embedded} in this build)")]
+    Modified {
+        /// Version.
+        version: i64,
+        /// Name.
+        name: &'static str,
+        /// Checksum in the database.
+        stored: String,
+        /// Checksum of the embedded text.
+        embedded: String,
+    },
+    /// The database has migrations this build does not know: it is older than the schema.
+    #[error("the database schema is at version {found}, newer than this build's {expected}; upgrade outboxd")]
+    TooNew {
+        /// Highest applied version.
+        found: i64,
+        /// Highest embedded version.
+        expected: i64,
+    },
+    /// The database failed.
+    #[error("database error while migrating: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// What a migration run did, for progress output.
+#[derive(Debug, Clone, Default)]
+pub struct MigrateReport {
+    /// Versions applied by this run, with names.
+    pub applied: Vec<(i64, &'static str)>,
+    /// The schema version after the run.
+    pub version: i64,
+}
+
+const PG_LOCK_KEY: i64 = 0x6f75_7462_6f78_6d67; // "outboxmg"
+
+const PG_TABLE: &str = "CREATE TABLE IF NOT EXISTS outboxd_schema_migrations (
+    version BIGINT PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now())";
+
+const SQLITE_TABLE: &str = "CREATE TABLE IF NOT EXISTS outboxd_schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
+    applied_at INTEGER NOT NULL)";
+
+fn check_applied(
+    embedded: &[Migration],
+    applied: &[(i64, String)],
+) -> Result<(), MigrateError> {
+    let expected = embedded.last().map(|m| m.version).unwrap_or(0);
+    for (version, checksum) in applied {
+        match embedded.iter().find(|m| m.version == *version) {
+            None => {
+                return Err(MigrateError::TooNew {
+                    found: *version,
+                    expected,
+                })
+            }
+            Some(m) if m.checksum() != *checksum => {
+                return Err(MigrateError::Modified {
+                    version: m.version,
+                    name: m.name,
+                    stored: checksum.clone(),
+                    embedded: m.checksum(),
+                })
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Applies pending PostgreSQL migrations.
+pub async fn migrate_postgres(pool: &PgPool) -> Result<MigrateReport, MigrateError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(PG_LOCK_KEY)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::raw_sql(PG_TABLE).execute(&mut *tx).await?;
+    let applied: Vec<(i64, String)> =
+        sqlx::query_as("SELECT version, checksum FROM outboxd_schema_migrations ORDER BY version")
+            .fetch_all(&mut *tx)
+            .await?;
+    check_applied(POSTGRES, &applied)?;
+    let mut report = MigrateReport::default();
+    for m in POSTGRES {
+        if applied.iter().any(|(v, _)| *v == m.version) {
+            continue;
+        }
+        tracing::info!(version = m.version, name = m.name, "applying migration");
+        sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
+        sqlx::query("INSERT INTO outboxd_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)")
+            .bind(m.version)
+            .bind(m.name)
+            .bind(m.checksum())
+            .execute(&mut *tx)
+            .await?;
+        report.applied.push((m.version, m.name));
+    }
+    tx.commit().await?;
+    report.version = expected_version();
+    Ok(report)
+}
+
+/// Applies pending SQLite migrations.
+pub async fn migrate_sqlite(pool: &SqlitePool) -> Result<MigrateReport, MigrateError> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::raw_sql(SQLITE_TABLE).execute(&mut *tx).await?;
+    let applied: Vec<(i64, String)> =
+        sqlx::query_as("SELECT version, checksum FROM outboxd_schema_migrations ORDER BY version")
+            .fetch_all(&mut *tx)
+            .await?;
+    check_applied(SQLITE, &applied)?;
+    let mut report = MigrateReport::default();
+    for m in SQLITE {
+        if applied.iter().any(|(v, _)| *v == m.version) {
+            continue;
+        }
+        tracing::info!(version = m.version, name = m.name, "applying migration");
+        sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
+        sqlx::query("INSERT INTO outboxd_schema_migrations (version, name, checksum, applied_at) VALUES (?1, ?2, ?3, ?4)")
+            .bind(m.version)
+            .bind(m.name)
+            .bind(m.checksum())
+            .bind(chrono::Utc::now().timestamp_millis())
+            .execute(&mut *tx)
+            .await?;
+        report.applied.push((m.version, m.name));
+    }
+    tx.commit().await?;
+    report.version = expected_version();
+    Ok(report)
+}
+
+/// The highest applied version, or 0 when outboxd's table does not exist yet.
+pub async fn current_version_postgres(pool: &PgPool) -> Result<i64, sqlx::Error> {
+    let exists: bool =
+        sqlx::query_scalar("SELECT to_regclass('outboxd_schema_migrations') IS NOT NULL")
+            .fetch_one(pool)
+            .await?;
+    if !exists {
+        return Ok(0);
+    }
+    let row = sqlx::query("SELECT coalesce(max(version), 0) AS v FROM outboxd_schema_migrations")
+        .fetch_one(pool)
+        .await?;
+    row.try_get("v")
+}
+
+/// The highest applied version, or 0 when outboxd's table does not exist yet.
+pub async fn current_version_sqlite(pool: &SqlitePool) -> Result<i64, sqlx::Error> {
+    let exists: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'outboxd_schema_migrations'",
+    )
+    .fetch_one(pool)
+    .await?;
+    if exists == 0 {
+        return Ok(0);
+    }
+    sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM outboxd_schema_migrations")
+        .fetch_one(pool)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_are_paired() {
+        assert_eq!(POSTGRES.len(), SQLITE.len());
+        for (p, s) in POSTGRES.iter().zip(SQLITE) {
+            assert_eq!((p.version, p.name), (s.version, s.name));
+        }
+    }
+}
