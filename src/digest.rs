@@ -29,9 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
-use crate::intent::{
-    ActionName, InvalidField, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH,
-};
+use crate::intent::{ActionName, InvalidField, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
 
 /// Lowercase hex sha256 of the canonical (action, payload version, payload) form.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -236,15 +234,25 @@ mod tests {
 
     #[test]
     fn key_order_and_whitespace_do_not_matter() {
-        let a: Value = serde_json::from_str(r#"{"b": 1, "a": [1, 2, {"y": true, "x": null}]}"#).unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"b": 1, "a": [1, 2, {"y": true, "x": null}]}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"a":[1,2,{"x":null,"y":true}],"b":1}"#).unwrap();
-        assert_eq!(payload_digest(&action(), 1, &a), payload_digest(&action(), 1, &b));
-        assert_eq!(canonical_json(&a).unwrap(), r#"{"a":[1,2,{"x":null,"y":true}],"b":1}"#);
+        assert_eq!(
+            payload_digest(&action(), 1, &a),
+            payload_digest(&action(), 1, &b)
+        );
+        assert_eq!(
+            canonical_json(&a).unwrap(),
+            r#"{"a":[1,2,{"x":null,"y":true}],"b":1}"#
+        );
     }
 
     #[test]
     fn numbers_are_canonical() {
-        let v: Value = serde_json::from_str(r#"[1.0, 1e2, -0.0, 0.1, 1.5e-7, 1e21, 18446744073709551616, -5]"#).unwrap();
+        let v: Value = serde_json::from_str(
+            r#"[1.0, 1e2, -0.0, 0.1, 1.5e-7, 1e21, 18446744073709551616, -5]"#,
+        )
+        .unwrap();
         assert_eq!(
             canonical_json(&v).unwrap(),
             "[1,100,0,0.1,0.00000015,1000000000000000000000,18446744073709552000,-5]"
@@ -254,7 +262,10 @@ mod tests {
     #[test]
     fn strings_escape_only_what_json_requires() {
         let v = json!({"s": "é \u{1f} \" \\ / \n \u{2028}"});
-        assert_eq!(canonical_json(&v).unwrap(), "{\"s\":\"é \\u001f \\\" \\\\ / \\n \u{2028}\"}");
+        assert_eq!(
+            canonical_json(&v).unwrap(),
+            "{\"s\":\"é \\u001f \\\" \\\\ / \\n \u{2028}\"}"
+        );
     }
 
     #[test]
@@ -262,13 +273,22 @@ mod tests {
         let base = json!({"amount": 100, "currency": "EUR"});
         let d = payload_digest(&action(), 1, &base).unwrap();
         assert_ne!(d, payload_digest(&action(), 2, &base).unwrap());
-        assert_ne!(d, payload_digest(&ActionName::parse("other").unwrap(), 1, &base).unwrap());
-        assert_ne!(d, payload_digest(&action(), 1, &json!({"amount": 101, "currency": "EUR"})).unwrap());
+        assert_ne!(
+            d,
+            payload_digest(&ActionName::parse("other").unwrap(), 1, &base).unwrap()
+        );
+        assert_ne!(
+            d,
+            payload_digest(&action(), 1, &json!({"amount": 101, "currency": "EUR"})).unwrap()
+        );
     }
 
     #[test]
     fn rejects_non_objects_nul_depth_and_size() {
-        assert_eq!(payload_digest(&action(), 1, &json!([1])).unwrap_err().field, "payload");
+        assert_eq!(
+            payload_digest(&action(), 1, &json!([1])).unwrap_err().field,
+            "payload"
+        );
         assert!(payload_digest(&action(), 1, &json!({"a": "x\u{0}y"})).is_err());
         let mut deep = json!(1);
         for _ in 0..MAX_PAYLOAD_DEPTH {

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
-use super::{Enqueued, EnqueueError, OutboxTransaction, ValidIntent};
+use super::{EnqueueError, Enqueued, OutboxTransaction, ValidIntent};
 use crate::intent::IntentState;
 
 /// SQLSTATE raised by the SQL functions for a digest conflict.

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 
-use super::{Enqueued, EnqueueError, OutboxTransaction, ValidIntent};
+use super::{EnqueueError, Enqueued, OutboxTransaction, ValidIntent};
 use crate::intent::IntentState;
 
 const INSERT_SQL: &str = "INSERT INTO outbox_intents (tenant, operation_id, action, \

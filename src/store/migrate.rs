@@ -107,10 +107,7 @@ const SQLITE_TABLE: &str = "CREATE TABLE IF NOT EXISTS outboxd_schema_migrations
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
     applied_at INTEGER NOT NULL)";
 
-fn check_applied(
-    embedded: &[Migration],
-    applied: &[(i64, String)],
-) -> Result<(), MigrateError> {
+fn check_applied(embedded: &[Migration], applied: &[(i64, String)]) -> Result<(), MigrateError> {
     let expected = embedded.last().map(|m| m.version).unwrap_or(0);
     for (version, checksum) in applied {
         match embedded.iter().find(|m| m.version == *version) {
@@ -154,12 +151,14 @@ pub async fn migrate_postgres(pool: &PgPool) -> Result<MigrateReport, MigrateErr
         }
         tracing::info!(version = m.version, name = m.name, "applying migration");
         sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO outboxd_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)")
-            .bind(m.version)
-            .bind(m.name)
-            .bind(m.checksum())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO outboxd_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+        )
+        .bind(m.version)
+        .bind(m.name)
+        .bind(m.checksum())
+        .execute(&mut *tx)
+        .await?;
         report.applied.push((m.version, m.name));
     }
     tx.commit().await?;

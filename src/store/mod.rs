@@ -2,8 +2,143 @@
 //! module per backend ([`postgres`], [`sqlite`]) behind the [`OutboxStore`] trait.
 //!
 //! Producers do not use this module; they use [`crate::enqueue`] on their own transaction.
+//! Every write that completes an attempt is fenced by the claim's token, so a dispatcher
+//! that lost its lease cannot overwrite what the new owner recorded.
 
 pub mod connect;
 pub mod migrate;
+pub mod postgres;
+pub mod sqlite;
+pub mod types;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
 pub use connect::{connect, Database, DatabaseUrl};
+pub use types::*;
+
+use crate::intent::IntentId;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database failed (unreachable, timeout, constraint). Usually transient.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored value could not be understood (a state or class name this build lacks).
+    #[error("unexpected stored value: {0}")]
+    Corrupt(String),
+}
+
+/// Filter for [`OutboxStore::list_intents`].
+#[derive(Debug, Clone, Default)]
+pub struct IntentFilter {
+    /// Only these tenants (None: all).
+    pub tenants: Option<Vec<String>>,
+    /// Only this state.
+    pub state: Option<crate::intent::IntentState>,
+    /// Only this action.
+    pub action: Option<String>,
+    /// Only intents created before this instant.
+    pub created_before: Option<DateTime<Utc>>,
+    /// Only ids greater than this (pagination).
+    pub after_id: Option<IntentId>,
+    /// At most this many rows.
+    pub limit: u32,
+}
+
+/// Every statement the dispatcher and the operator tools issue, for one backend.
+#[async_trait]
+pub trait OutboxStore: Send + Sync + 'static {
+    /// `"postgres"` or `"sqlite"`.
+    fn backend(&self) -> &'static str;
+
+    /// Claims due pending intents (respecting ordering keys), bumps their fencing tokens,
+    /// opens an attempt row for each, and commits before returning: no lock is held after.
+    async fn claim_due(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError>;
+
+    /// Takes over in-flight intents whose lease expired: their open attempt is closed as
+    /// `ambiguous`, the fencing token bumped, and the caller must decide and record the
+    /// outcome with [`OutboxStore::record_outcomes`] (attempt `None`).
+    async fn reclaim_expired(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError>;
+
+    /// Records outcomes in one transaction; each only if its fencing token still matches.
+    async fn record_outcomes(
+        &self,
+        outcomes: &[OutcomeRecord],
+    ) -> Result<Vec<RecordResult>, StoreError>;
+
+    /// Hands claims back unsent: state `pending`, attempt closed as `not_sent`.
+    async fn release_claims(
+        &self,
+        releases: &[Release],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// Actions of pending intents that are not in `configured`, with counts.
+    async fn pending_unconfigured_actions(
+        &self,
+        configured: &[String],
+    ) -> Result<Vec<(String, i64)>, StoreError>;
+
+    /// The earliest `next_attempt_at` of a pending intent of a configured action.
+    async fn next_due_at(&self, actions: &[String]) -> Result<Option<DateTime<Utc>>, StoreError>;
+
+    /// Counts by state, the oldest due intent and the reconciliation backlog.
+    async fn status_summary(&self, now: DateTime<Utc>) -> Result<StatusSummary, StoreError>;
+
+    /// One intent by id.
+    async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError>;
+
+    /// One intent by its operation identity.
+    async fn find_intent(
+        &self,
+        tenant: &str,
+        operation_id: &str,
+    ) -> Result<Option<IntentRow>, StoreError>;
+
+    /// Intents matching `filter`, by id.
+    async fn list_intents(&self, filter: &IntentFilter) -> Result<Vec<IntentRow>, StoreError>;
+
+    /// Every attempt of an intent, oldest first.
+    async fn list_attempts(&self, intent_id: IntentId) -> Result<Vec<AttemptRow>, StoreError>;
+}
+
+impl Database {
+    /// The store for this database.
+    pub fn store(&self) -> Arc<dyn OutboxStore> {
+        match self {
+            Database::Postgres(pool) => Arc::new(postgres::PgStore::new(pool.clone())),
+            Database::Sqlite(pool) => Arc::new(sqlite::SqliteStore::new(pool.clone())),
+        }
+    }
+}
+
+/// Parses a stored state name.
+pub(crate) fn parse_state(value: &str) -> Result<crate::intent::IntentState, StoreError> {
+    crate::intent::IntentState::parse(value)
+        .ok_or_else(|| StoreError::Corrupt(format!("intent state {value:?}")))
+}
+
+/// Parses a stored attempt class name.
+pub(crate) fn parse_class(
+    value: Option<String>,
+) -> Result<Option<crate::action::AttemptClass>, StoreError> {
+    value
+        .map(|v| {
+            crate::action::AttemptClass::parse(&v)
+                .ok_or_else(|| StoreError::Corrupt(format!("attempt class {v:?}")))
+        })
+        .transpose()
+}
+
+/// What lease expiry records on the abandoned attempt.
+pub(crate) const LEASE_EXPIRED_ERROR: &str =
+    "lease expired before the outcome was recorded (the dispatcher died or stalled); the request may have reached the provider";
+
+/// Converts a lease length to whole milliseconds for SQL.
+pub(crate) fn lease_millis(req: &ClaimRequest) -> i64 {
+    i64::try_from(req.lease.as_millis()).unwrap_or(i64::MAX / 2)
+}

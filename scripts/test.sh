@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite, on SQLite and PostgreSQL.
+#
+# PostgreSQL: OUTBOXD_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test). Each test
+# gets a schema of its own. When the server is unreachable the PostgreSQL half is skipped
+# with a loud warning, unless OUTBOXD_REQUIRE_POSTGRES=1 (CI), where that is a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export OUTBOXD_TEST_PG_URL="${OUTBOXD_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}"
+export RUST_BACKTRACE="${RUST_BACKTRACE:-0}"
+
+pg_up=0
+if command -v psql >/dev/null 2>&1 && psql "$OUTBOXD_TEST_PG_URL" -qAtc 'SELECT 1' >/dev/null 2>&1; then
+    pg_up=1
+    # Schemas left behind by an interrupted earlier run.
+    psql "$OUTBOXD_TEST_PG_URL" -qAt -c "SELECT 'DROP SCHEMA ' || nspname || ' CASCADE;' FROM pg_namespace WHERE nspname LIKE 'obxt\_%'" \
+        | psql "$OUTBOXD_TEST_PG_URL" -q >/dev/null 2>&1 || true
+fi
+if [ "$pg_up" = 1 ]; then
+    echo "== PostgreSQL reachable at ${OUTBOXD_TEST_PG_URL}: running both backends"
+elif [ "${OUTBOXD_REQUIRE_POSTGRES:-0}" = 1 ]; then
+    echo "== PostgreSQL is required (OUTBOXD_REQUIRE_POSTGRES=1) but unreachable at ${OUTBOXD_TEST_PG_URL}" >&2
+    exit 1
+else
+    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+    echo "!!! PostgreSQL is NOT reachable at ${OUTBOXD_TEST_PG_URL}"
+    echo "!!! The PostgreSQL half of the suite will be SKIPPED; only SQLite is tested."
+    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+fi
+
+cargo build --all-targets
+cargo test --all-targets --no-fail-fast

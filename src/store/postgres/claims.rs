@@ -1,0 +1,296 @@
+//! The dispatcher's hot path on PostgreSQL. Each function is one statement (a data-
+//! modifying CTE) in its own short transaction; none is held across an HTTP call.
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::types::Json;
+use sqlx::{PgPool, Row};
+
+use crate::store::{
+    lease_millis, ClaimRequest, ClaimedIntent, OutcomeRecord, RecordResult, Release, StoreError,
+    Transition, LEASE_EXPIRED_ERROR,
+};
+
+/// Claims up to `limit` due intents. `FOR UPDATE SKIP LOCKED` lets replicas claim disjoint
+/// sets; only the head of each ordering chain is eligible. The statement commits on its
+/// own (autocommit), so the claim is durable before any request is sent. On error nothing
+/// is claimed.
+const CLAIM_DUE_SQL: &str = r#"
+WITH due AS (
+    SELECT i.id FROM outbox_intents i
+    WHERE i.state = 'pending' AND i.next_attempt_at <= $1 AND i.action = ANY($2)
+      AND (i.ordering_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM outbox_intents e
+            WHERE e.tenant = i.tenant AND e.ordering_key = i.ordering_key AND e.id < i.id
+              AND e.state IN ('pending', 'in_flight', 'unknown')))
+    ORDER BY i.next_attempt_at, i.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE outbox_intents i
+    SET state = 'in_flight', lease_owner = $4, lease_expires_at = $1 + make_interval(secs => $5::double precision / 1000),
+        fencing_token = i.fencing_token + 1, attempt_count = i.attempt_count + 1, updated_at = $1
+    FROM due WHERE i.id = due.id
+    RETURNING i.*
+), attempts AS (
+    INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, started_at)
+    SELECT c.id, c.attempt_count, c.fencing_token, $4, $1 FROM claimed c
+    RETURNING id AS attempt_id, intent_id
+)
+SELECT c.id, c.tenant, c.operation_id, c.action, c.payload, c.payload_version, c.idempotency_key,
+       c.attempt_count, c.ambiguous_attempts, c.fencing_token, c.first_sent_at, c.created_at,
+       c.deadline_at, a.attempt_id
+FROM claimed c JOIN attempts a ON a.intent_id = c.id
+ORDER BY c.next_attempt_at, c.id
+"#;
+
+/// Takes over in-flight intents whose lease expired: closes their open attempt as
+/// ambiguous, counts it, sets `first_sent_at`, and bumps the fencing token so the old
+/// owner can no longer record anything.
+const RECLAIM_EXPIRED_SQL: &str = r#"
+WITH expired AS (
+    SELECT id FROM outbox_intents
+    WHERE state = 'in_flight' AND lease_expires_at < $1
+    ORDER BY lease_expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), closed AS (
+    UPDATE outbox_attempts a SET ended_at = $1, class = 'ambiguous', error = $5
+    FROM expired WHERE a.intent_id = expired.id AND a.ended_at IS NULL
+    RETURNING a.intent_id, a.started_at
+), taken AS (
+    UPDATE outbox_intents i
+    SET fencing_token = i.fencing_token + 1, lease_owner = $3,
+        lease_expires_at = $1 + make_interval(secs => $4::double precision / 1000),
+        ambiguous_attempts = i.ambiguous_attempts + (SELECT count(*) FROM closed WHERE closed.intent_id = i.id),
+        first_sent_at = coalesce(i.first_sent_at, (SELECT min(started_at) FROM closed WHERE closed.intent_id = i.id)),
+        last_error = $5, updated_at = $1
+    FROM expired WHERE i.id = expired.id
+    RETURNING i.*
+)
+SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
+       attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at, deadline_at,
+       NULL::bigint AS attempt_id
+FROM taken ORDER BY id
+"#;
+
+/// Records a batch of outcomes in one statement. Each row applies only while the intent is
+/// in flight under the same fencing token; the attempt row and the reconciliation item are
+/// written only for rows that applied. Returns the ids that applied.
+const RECORD_OUTCOMES_SQL: &str = r#"
+WITH o AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[],
+                         $6::text[], $7::int[], $8::int[], $9::timestamptz[], $10::bigint[],
+                         $11::text[], $12::bigint[])
+        AS o(intent_id, token, state, next_at, provider_ref, error, http_status, ambiguous,
+             sent_at, attempt_id, class, duration_ms)
+), upd AS (
+    UPDATE outbox_intents i
+    SET state = o.state,
+        next_attempt_at = coalesce(o.next_at, i.next_attempt_at),
+        lease_owner = NULL, lease_expires_at = NULL,
+        provider_ref = coalesce(o.provider_ref, i.provider_ref),
+        last_error = coalesce(o.error, i.last_error),
+        last_http_status = coalesce(o.http_status, i.last_http_status),
+        ambiguous_attempts = i.ambiguous_attempts + o.ambiguous,
+        first_sent_at = coalesce(i.first_sent_at, o.sent_at),
+        finished_at = CASE WHEN o.state IN ('delivered', 'failed') THEN $13 ELSE NULL END,
+        updated_at = $13
+    FROM o
+    WHERE i.id = o.intent_id AND i.fencing_token = o.token AND i.state = 'in_flight'
+    RETURNING i.id, i.tenant
+), att AS (
+    UPDATE outbox_attempts a
+    SET ended_at = $13, class = o.class, http_status = o.http_status, error = o.error,
+        provider_ref = o.provider_ref, duration_ms = o.duration_ms
+    FROM o JOIN upd ON upd.id = o.intent_id
+    WHERE a.id = o.attempt_id AND a.ended_at IS NULL
+    RETURNING a.id
+), rec AS (
+    INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at)
+    SELECT upd.id, upd.tenant, coalesce(o.error, 'outcome unknown'), $13
+    FROM upd JOIN o ON o.intent_id = upd.id
+    WHERE o.state = 'unknown'
+    ON CONFLICT (intent_id) WHERE resolved_at IS NULL DO NOTHING
+    RETURNING id
+)
+SELECT id FROM upd
+"#;
+
+/// Hands unsent claims back: pending again, attempt closed as `not_sent`.
+const RELEASE_SQL: &str = r#"
+WITH r AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[])
+        AS r(intent_id, token, attempt_id, reason)
+), upd AS (
+    UPDATE outbox_intents i
+    SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $5,
+        next_attempt_at = $5
+    FROM r WHERE i.id = r.intent_id AND i.fencing_token = r.token AND i.state = 'in_flight'
+    RETURNING i.id
+)
+UPDATE outbox_attempts a SET ended_at = $5, class = 'not_sent', error = r.reason, duration_ms = 0
+FROM r JOIN upd ON upd.id = r.intent_id
+WHERE a.id = r.attempt_id AND a.ended_at IS NULL
+"#;
+
+fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
+    let payload: Json<serde_json::Value> = row.try_get("payload")?;
+    Ok(ClaimedIntent {
+        id: row.try_get("id")?,
+        tenant: row.try_get("tenant")?,
+        operation_id: row.try_get("operation_id")?,
+        action: row.try_get("action")?,
+        payload: payload.0,
+        payload_version: row.try_get("payload_version")?,
+        idempotency_key: row.try_get("idempotency_key")?,
+        attempt_count: row.try_get("attempt_count")?,
+        ambiguous_attempts: row.try_get("ambiguous_attempts")?,
+        fencing_token: row.try_get("fencing_token")?,
+        attempt_id: row.try_get("attempt_id")?,
+        first_sent_at: row.try_get("first_sent_at")?,
+        created_at: row.try_get("created_at")?,
+        deadline_at: row.try_get("deadline_at")?,
+    })
+}
+
+pub(super) async fn claim_due(
+    pool: &PgPool,
+    req: &ClaimRequest,
+) -> Result<Vec<ClaimedIntent>, StoreError> {
+    let rows = sqlx::query(CLAIM_DUE_SQL)
+        .bind(req.now)
+        .bind(&req.actions)
+        .bind(i64::from(req.limit))
+        .bind(&req.owner)
+        .bind(lease_millis(req))
+        .fetch_all(pool)
+        .await?;
+    rows.iter().map(claimed_from_row).collect()
+}
+
+pub(super) async fn reclaim_expired(
+    pool: &PgPool,
+    req: &ClaimRequest,
+) -> Result<Vec<ClaimedIntent>, StoreError> {
+    let rows = sqlx::query(RECLAIM_EXPIRED_SQL)
+        .bind(req.now)
+        .bind(i64::from(req.limit))
+        .bind(&req.owner)
+        .bind(lease_millis(req))
+        .bind(LEASE_EXPIRED_ERROR)
+        .fetch_all(pool)
+        .await?;
+    rows.iter().map(claimed_from_row).collect()
+}
+
+/// Column arrays for [`RECORD_OUTCOMES_SQL`].
+#[derive(Default)]
+struct OutcomeColumns {
+    intent_id: Vec<i64>,
+    token: Vec<i64>,
+    state: Vec<&'static str>,
+    next_at: Vec<Option<DateTime<Utc>>>,
+    provider_ref: Vec<Option<String>>,
+    error: Vec<Option<String>>,
+    http_status: Vec<Option<i32>>,
+    ambiguous: Vec<i32>,
+    sent_at: Vec<Option<DateTime<Utc>>>,
+    attempt_id: Vec<Option<i64>>,
+    class: Vec<Option<&'static str>>,
+    duration_ms: Vec<Option<i64>>,
+}
+
+impl OutcomeColumns {
+    fn push(&mut self, o: &OutcomeRecord) {
+        let (next_at, provider_ref, reason) = match &o.transition {
+            Transition::Delivered { provider_ref } => (None, provider_ref.clone(), None),
+            Transition::RetryAt { at } => (Some(*at), None, None),
+            Transition::Failed { reason } | Transition::Unknown { reason } => {
+                (None, None, Some(reason.clone()))
+            }
+        };
+        let attempt = o.attempt.as_ref();
+        self.intent_id.push(o.intent_id);
+        self.token.push(o.fencing_token);
+        self.state.push(o.transition.state().as_str());
+        self.next_at.push(next_at);
+        self.provider_ref
+            .push(provider_ref.or_else(|| attempt.and_then(|a| a.provider_ref.clone())));
+        self.error
+            .push(reason.or_else(|| attempt.and_then(|a| a.error.clone())));
+        self.http_status
+            .push(attempt.and_then(|a| a.http_status).map(i32::from));
+        self.ambiguous
+            .push(i32::from(attempt.is_some_and(|a| a.class.is_ambiguous())));
+        self.sent_at.push(
+            attempt
+                .filter(|a| a.class != crate::action::AttemptClass::NotSent)
+                .map(|a| a.started_at),
+        );
+        self.attempt_id.push(attempt.map(|a| a.attempt_id));
+        self.class.push(attempt.map(|a| a.class.as_str()));
+        self.duration_ms
+            .push(attempt.map(|a| i64::try_from(a.duration.as_millis()).unwrap_or(i64::MAX)));
+    }
+}
+
+pub(super) async fn record_outcomes(
+    pool: &PgPool,
+    outcomes: &[OutcomeRecord],
+) -> Result<Vec<RecordResult>, StoreError> {
+    let Some(first) = outcomes.first() else {
+        return Ok(Vec::new());
+    };
+    let mut cols = OutcomeColumns::default();
+    outcomes.iter().for_each(|o| cols.push(o));
+    let applied: Vec<i64> = sqlx::query_scalar(RECORD_OUTCOMES_SQL)
+        .bind(&cols.intent_id)
+        .bind(&cols.token)
+        .bind(&cols.state)
+        .bind(&cols.next_at)
+        .bind(&cols.provider_ref)
+        .bind(&cols.error)
+        .bind(&cols.http_status)
+        .bind(&cols.ambiguous)
+        .bind(&cols.sent_at)
+        .bind(&cols.attempt_id)
+        .bind(&cols.class)
+        .bind(&cols.duration_ms)
+        .bind(first.now)
+        .fetch_all(pool)
+        .await?;
+    Ok(outcomes
+        .iter()
+        .map(|o| {
+            if applied.contains(&o.intent_id) {
+                RecordResult::Recorded
+            } else {
+                RecordResult::Fenced
+            }
+        })
+        .collect())
+}
+
+pub(super) async fn release_claims(
+    pool: &PgPool,
+    releases: &[Release],
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    if releases.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = releases.iter().map(|r| r.intent_id).collect();
+    let tokens: Vec<i64> = releases.iter().map(|r| r.fencing_token).collect();
+    let attempts: Vec<Option<i64>> = releases.iter().map(|r| r.attempt_id).collect();
+    let reasons: Vec<&str> = releases.iter().map(|r| r.reason.as_str()).collect();
+    sqlx::query(RELEASE_SQL)
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(&attempts)
+        .bind(&reasons)
+        .bind(now)
+        .execute(pool)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,243 @@
+//! Values passed to and returned by the [`super::OutboxStore`] trait: claimed intents,
+//! attempt records, lifecycle transitions and read models for status and review.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::action::AttemptClass;
+use crate::intent::{IntentId, IntentState};
+
+/// What a dispatcher asks for when claiming due intents.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// The claiming dispatcher's owner name (recorded on the lease and the attempt).
+    pub owner: String,
+    /// How long the lease lasts; an attempt not recorded by then counts as ambiguous.
+    pub lease: Duration,
+    /// At most this many intents.
+    pub limit: u32,
+    /// Only intents of these actions (unconfigured actions wait, visibly).
+    pub actions: Vec<String>,
+    /// The clock reading used for "due" and the lease expiry.
+    pub now: DateTime<Utc>,
+}
+
+/// An intent this dispatcher holds a lease on.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimedIntent {
+    /// Intent id.
+    pub id: IntentId,
+    /// Tenant.
+    pub tenant: String,
+    /// Operation id.
+    pub operation_id: String,
+    /// Action name.
+    pub action: String,
+    /// Payload (a JSON object).
+    pub payload: Value,
+    /// Payload version.
+    pub payload_version: i32,
+    /// The downstream idempotency key (never regenerated).
+    pub idempotency_key: String,
+    /// Attempts started so far, this one included.
+    pub attempt_count: i32,
+    /// Ambiguous attempts so far (lease expiries included).
+    pub ambiguous_attempts: i32,
+    /// The fencing token of this claim; outcomes are recorded only while it matches.
+    pub fencing_token: i64,
+    /// The open attempt row, when this claim is about to send (None for a lease takeover).
+    pub attempt_id: Option<i64>,
+    /// When a request with this key may first have reached the provider.
+    pub first_sent_at: Option<DateTime<Utc>>,
+    /// When the intent was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// The producer's absolute deadline, if any.
+    pub deadline_at: Option<DateTime<Utc>>,
+}
+
+/// Where a recorded outcome moves the intent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// Terminal success with the provider's reference.
+    Delivered {
+        /// The provider's reference, when the action declares where to find it.
+        provider_ref: Option<String>,
+    },
+    /// Back to `pending`, due at `at`.
+    RetryAt {
+        /// Next attempt time.
+        at: DateTime<Utc>,
+    },
+    /// Terminal `failed`.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// `unknown`, with an open reconciliation item.
+    Unknown {
+        /// Why the outcome cannot be known.
+        reason: String,
+    },
+}
+
+impl Transition {
+    /// The state this transition leads to.
+    pub fn state(&self) -> IntentState {
+        match self {
+            Transition::Delivered { .. } => IntentState::Delivered,
+            Transition::RetryAt { .. } => IntentState::Pending,
+            Transition::Failed { .. } => IntentState::Failed,
+            Transition::Unknown { .. } => IntentState::Unknown,
+        }
+    }
+}
+
+/// The end of one attempt, as written to its `outbox_attempts` row.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    /// The attempt row opened by the claim.
+    pub attempt_id: i64,
+    /// Its class.
+    pub class: AttemptClass,
+    /// HTTP status, when a response arrived.
+    pub http_status: Option<u16>,
+    /// What went wrong, for people.
+    pub error: Option<String>,
+    /// The provider's reference, when delivered.
+    pub provider_ref: Option<String>,
+    /// Time from sending to classification.
+    pub duration: Duration,
+    /// When the request started (sets `first_sent_at` unless the class is `not_sent`).
+    pub started_at: DateTime<Utc>,
+}
+
+/// One outcome to record, fenced by the claim's token.
+#[derive(Debug, Clone)]
+pub struct OutcomeRecord {
+    /// The intent.
+    pub intent_id: IntentId,
+    /// The claim's fencing token; a mismatch means another dispatcher owns the intent now.
+    pub fencing_token: i64,
+    /// The attempt that ended (None when deciding after a lease takeover).
+    pub attempt: Option<AttemptRecord>,
+    /// Where the intent goes.
+    pub transition: Transition,
+    /// The recording time.
+    pub now: DateTime<Utc>,
+}
+
+/// Whether an outcome was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordResult {
+    /// Written.
+    Recorded,
+    /// Not written: the fencing token no longer matches (the lease was lost).
+    Fenced,
+}
+
+/// A claim handed back unsent (shutdown, or an action that lost its configuration).
+#[derive(Debug, Clone)]
+pub struct Release {
+    /// The intent.
+    pub intent_id: IntentId,
+    /// The claim's fencing token.
+    pub fencing_token: i64,
+    /// The attempt row to close as `not_sent`.
+    pub attempt_id: Option<i64>,
+    /// Why it was released.
+    pub reason: String,
+}
+
+/// An intent as shown to people and tests.
+#[derive(Debug, Clone, Serialize)]
+pub struct IntentRow {
+    /// Intent id.
+    pub id: IntentId,
+    /// Tenant.
+    pub tenant: String,
+    /// Operation id.
+    pub operation_id: String,
+    /// Action.
+    pub action: String,
+    /// Payload version.
+    pub payload_version: i32,
+    /// Payload.
+    pub payload: Value,
+    /// Payload digest.
+    pub payload_sha256: String,
+    /// Downstream idempotency key.
+    pub idempotency_key: String,
+    /// Ordering key.
+    pub ordering_key: Option<String>,
+    /// Current state.
+    pub state: IntentState,
+    /// Attempts started.
+    pub attempt_count: i32,
+    /// Ambiguous attempts.
+    pub ambiguous_attempts: i32,
+    /// Next attempt time (meaningful while pending).
+    pub next_attempt_at: DateTime<Utc>,
+    /// Lease owner while in flight.
+    pub lease_owner: Option<String>,
+    /// Lease expiry while in flight.
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// Current fencing token.
+    pub fencing_token: i64,
+    /// Provider reference once delivered.
+    pub provider_ref: Option<String>,
+    /// Last error seen.
+    pub last_error: Option<String>,
+    /// Last HTTP status seen.
+    pub last_http_status: Option<i32>,
+    /// Enqueue time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// When it reached a terminal state.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// One attempt as shown to people and tests.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptRow {
+    /// Attempt id.
+    pub id: i64,
+    /// Intent id.
+    pub intent_id: IntentId,
+    /// 1-based attempt number.
+    pub attempt_number: i32,
+    /// Fencing token of the claim that made it.
+    pub fencing_token: i64,
+    /// Dispatcher that made it.
+    pub owner: String,
+    /// Start time.
+    pub started_at: DateTime<Utc>,
+    /// End time (None while open).
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Class (None while open).
+    pub class: Option<AttemptClass>,
+    /// HTTP status.
+    pub http_status: Option<i32>,
+    /// Error text.
+    pub error: Option<String>,
+    /// Provider reference.
+    pub provider_ref: Option<String>,
+    /// Duration in milliseconds.
+    pub duration_ms: Option<i64>,
+}
+
+/// Counts for `outboxd status` and metrics.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StatusSummary {
+    /// Intents per state (every state present, zero included).
+    pub by_state: Vec<(IntentState, i64)>,
+    /// Enqueue time of the oldest pending intent that is due now.
+    pub oldest_due_at: Option<DateTime<Utc>>,
+    /// Open reconciliation items.
+    pub reconciliation_open: i64,
+    /// Opening time of the oldest open reconciliation item.
+    pub reconciliation_oldest_at: Option<DateTime<Utc>>,
+}

@@ -1,0 +1,134 @@
+//! Test databases. SQLite: a file in a fresh temp dir. PostgreSQL: a fresh schema in the
+//! database named by `OUTBOXD_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
+//! selected through the connection's `search_path`, dropped on `Drop`.
+//!
+//! When PostgreSQL is unreachable the PostgreSQL half is skipped with a loud message,
+//! unless `OUTBOXD_REQUIRE_POSTGRES=1` (CI), where it is a failure.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use outboxd::store::{connect, Database};
+
+const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A migrated database owned by one test.
+pub struct TestDb {
+    /// The URL the daemon or a new pool can use to reach exactly this database.
+    pub url: String,
+    /// An open pool.
+    pub db: Database,
+    schema: Option<String>,
+    base_url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn pg_base_url() -> String {
+    std::env::var("OUTBOXD_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_PG_URL.to_owned())
+}
+
+fn require_postgres() -> bool {
+    std::env::var("OUTBOXD_REQUIRE_POSTGRES").is_ok_and(|v| v == "1")
+}
+
+fn unique_name(prefix: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{prefix}_{}_{n}_{}",
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+impl TestDb {
+    /// A fresh SQLite file, migrated.
+    pub async fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("outbox.db").display());
+        let db = connect(&url, 8).await.expect("open sqlite");
+        db.migrate().await.expect("migrate sqlite");
+        TestDb {
+            url,
+            db,
+            schema: None,
+            base_url: String::new(),
+            _dir: Some(dir),
+        }
+    }
+
+    /// A fresh PostgreSQL schema, migrated; `None` when PostgreSQL is unavailable and not
+    /// required.
+    pub async fn postgres() -> Option<TestDb> {
+        let base_url = pg_base_url();
+        let admin = match connect(&base_url, 2).await {
+            Ok(admin) => admin,
+            Err(e) if !require_postgres() => {
+                eprintln!(
+                    "!!! PostgreSQL unavailable ({e}); SKIPPING the PostgreSQL half of this test"
+                );
+                return None;
+            }
+            Err(e) => {
+                panic!("PostgreSQL is required (OUTBOXD_REQUIRE_POSTGRES=1) but unavailable: {e}")
+            }
+        };
+        let schema = unique_name("obxt");
+        let Database::Postgres(pool) = &admin else {
+            unreachable!()
+        };
+        sqlx::query(&format!("CREATE SCHEMA {schema}"))
+            .execute(pool)
+            .await
+            .expect("create schema");
+        admin.close().await;
+        let sep = if base_url.contains('?') { '&' } else { '?' };
+        let url = format!("{base_url}{sep}options=-c%20search_path%3D{schema}");
+        let db = connect(&url, 8).await.expect("open postgres schema");
+        db.migrate().await.expect("migrate postgres");
+        Some(TestDb {
+            url,
+            db,
+            schema: Some(schema),
+            base_url,
+            _dir: None,
+        })
+    }
+
+    /// A new pool on the same database, as a restarted process would open.
+    pub async fn reopen(&self, max_connections: u32) -> Database {
+        connect(&self.url, max_connections)
+            .await
+            .expect("reopen database")
+    }
+
+    /// Which backend this is.
+    pub fn backend(&self) -> &'static str {
+        self.db.backend_name()
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some(schema) = self.schema.take() else {
+            return;
+        };
+        let base_url = self.base_url.clone();
+        // Drop runs inside a test's runtime: clean up on a thread with its own runtime.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(rt) = rt {
+                rt.block_on(async {
+                    if let Ok(Database::Postgres(pool)) = connect(&base_url, 1).await {
+                        let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                            .execute(&pool)
+                            .await;
+                        pool.close().await;
+                    }
+                });
+            }
+        })
+        .join();
+    }
+}

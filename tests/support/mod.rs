@@ -1,0 +1,33 @@
+//! Shared test support: a fresh real database per test (a SQLite file in a temp dir, or a
+//! PostgreSQL schema of its own), dropped when the test ends, and a macro that runs one
+//! test body on both backends.
+#![allow(dead_code)]
+
+pub mod db;
+
+pub use db::TestDb;
+
+/// Runs each named `async fn name(db: &TestDb)` on SQLite and on PostgreSQL.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = $crate::support::TestDb::sqlite().await;
+                    super::$name(&db).await;
+                }
+            )*
+        }
+        mod on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = $crate::support::TestDb::postgres().await else { return };
+                    super::$name(&db).await;
+                }
+            )*
+        }
+    };
+}
