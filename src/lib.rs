@@ -12,15 +12,31 @@
 //! * [`intent`] — validated identifiers, lifecycle states, the default idempotency key.
 //! * [`digest`] — the canonical payload form and its sha256 (replay vs. conflict).
 //! * [`producer`] — [`enqueue`]: the producer contract, on a PostgreSQL or SQLite transaction.
+//! * [`config`] — layered configuration (defaults → TOML → environment), validated.
+//! * [`provider`] — HTTP delivery, signing, and the one classification of an attempt.
+//! * [`dispatch`] — claim → deliver → classify → decide → record, and the retry rules.
+//! * [`daemon`] — `outboxd run`: wires the database, actions and dispatcher together.
+//! * [`fake_provider`] — a fault-injecting HTTP provider on loopback (tests, demo, benchmarks).
+//! * [`checker`] — the invariants every run must keep, checked against the fake provider.
+//! * [`cli`], [`status`], [`telemetry`] — the command line, `outboxd status`, logging.
 //! * [`store`] — the outbox schema, migrations and every SQL statement the daemon issues,
 //!   one module per backend behind one trait.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod checker;
+pub mod cli;
+pub mod config;
+pub mod daemon;
 pub mod digest;
+pub mod dispatch;
+pub mod fake_provider;
 pub mod intent;
 pub mod producer;
+pub mod provider;
+pub mod status;
 pub mod store;
+pub mod telemetry;
 
 pub use producer::{enqueue, EnqueueError, Enqueued, NewIntent};

@@ -1,2 +1,97 @@
-//! The `outboxd` command line: parse, load configuration, set up telemetry, run.
-fn main() {}
+//! The `outboxd` binary: parse the command line, load the configuration, set up
+//! telemetry, run the chosen command.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use outboxd::cli::{Cli, Command, ConfigCommand};
+use outboxd::config::{Config, LoadedConfig};
+use tokio::sync::watch;
+
+fn load(cli: &Cli) -> anyhow::Result<LoadedConfig> {
+    let loaded = Config::load(cli.config.as_deref()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for warning in &loaded.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(loaded)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match &cli.command {
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => {
+            let loaded = load(&cli)?;
+            print!("{}", loaded.config.effective_toml_redacted());
+            eprintln!("configuration OK ({} warning(s))", loaded.warnings.len());
+            Ok(())
+        }
+        Command::Migrate => {
+            let config = load(&cli)?.config;
+            outboxd::telemetry::init(config.logging.format, &config.logging.level);
+            eprintln!(
+                "migrating {} ...",
+                outboxd::store::connect::redact_url(&config.database.url)
+            );
+            let db = outboxd::store::connect(&config.database.url, 2).await?;
+            let report = db.migrate().await?;
+            for (version, name) in &report.applied {
+                eprintln!("applied migration {version} ({name})");
+            }
+            eprintln!(
+                "schema at version {} ({} applied now)",
+                report.version,
+                report.applied.len()
+            );
+            Ok(())
+        }
+        Command::Status => {
+            let config = load(&cli)?.config;
+            let db = outboxd::store::connect(&config.database.url, 2).await?;
+            let summary = db.store().status_summary(chrono::Utc::now()).await?;
+            print!("{}", outboxd::status::render(&summary, chrono::Utc::now()));
+            Ok(())
+        }
+        Command::Run { skip_migrations } => {
+            let config = load(&cli)?.config;
+            outboxd::telemetry::init(config.logging.format, &config.logging.level);
+            let (tx, rx) = watch::channel(false);
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                tracing::info!("shutdown signal received; finishing in-flight attempts");
+                let _ = tx.send(true);
+                // Keep the sender alive so receivers see a stable `true`.
+                std::future::pending::<()>().await;
+            });
+            let options = outboxd::daemon::RunOptions {
+                skip_migrations: *skip_migrations,
+            };
+            outboxd::daemon::run(config, options, rx)
+                .await
+                .context("outboxd run")
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

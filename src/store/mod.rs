@@ -104,6 +104,9 @@ pub trait OutboxStore: Send + Sync + 'static {
 
     /// Every attempt of an intent, oldest first.
     async fn list_attempts(&self, intent_id: IntentId) -> Result<Vec<AttemptRow>, StoreError>;
+
+    /// Ids of intents with an open reconciliation item.
+    async fn open_reconciliation_intents(&self) -> Result<Vec<IntentId>, StoreError>;
 }
 
 impl Database {

@@ -3,7 +3,10 @@
 //! test body on both backends.
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod db;
+pub mod harness;
+pub mod invariants;
 
 pub use db::TestDb;
 

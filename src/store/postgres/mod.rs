@@ -96,4 +96,12 @@ impl OutboxStore for PgStore {
     async fn list_attempts(&self, intent_id: IntentId) -> Result<Vec<AttemptRow>, StoreError> {
         reads::list_attempts(&self.pool, intent_id).await
     }
+
+    async fn open_reconciliation_intents(&self) -> Result<Vec<IntentId>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT intent_id FROM outbox_reconciliation_items WHERE resolved_at IS NULL ORDER BY intent_id",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
 }

@@ -1,0 +1,262 @@
+//! Validation of a loaded configuration: every problem is collected (not just the first)
+//! with its key path and source; advisory findings become warnings. This file covers the
+//! daemon-wide sections; `validate_providers.rs` and `validate_actions.rs` cover the rest.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::admin::ALL_TENANTS;
+use super::cron::check_cron;
+use super::error::{ConfigError, ConfigProblem};
+use super::load::Origins;
+use super::{validate_actions, validate_providers, Config};
+use crate::intent::TenantId;
+use crate::store::DatabaseUrl;
+
+/// Largest accepted `dispatcher.batch_size` and `dispatcher.concurrency`.
+pub const MAX_BATCH_AND_CONCURRENCY: u32 = 10_000;
+/// Shortest accepted admin token, in characters.
+pub const MIN_TOKEN_CHARS: usize = 16;
+/// Shortest accepted `dispatcher.lease`.
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
+
+/// Collects problems and warnings, attaching the source of each key.
+pub(crate) struct Report<'a> {
+    origins: &'a Origins,
+    problems: Vec<ConfigProblem>,
+    warnings: Vec<String>,
+}
+
+impl<'a> Report<'a> {
+    /// An empty report resolving sources through `origins`.
+    pub(crate) fn new(origins: &'a Origins) -> Self {
+        Self {
+            origins,
+            problems: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn problem(&self, key: String, message: String) -> ConfigProblem {
+        let origin = if key.is_empty() {
+            None
+        } else {
+            self.origins.origin(&key)
+        };
+        ConfigProblem {
+            key,
+            message,
+            origin,
+        }
+    }
+
+    /// Records an error at `key`.
+    pub(crate) fn error(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        let problem = self.problem(key.into(), message.into());
+        self.problems.push(problem);
+    }
+
+    /// Records a warning at `key`.
+    pub(crate) fn warn(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        let problem = self.problem(key.into(), message.into());
+        self.warnings.push(problem.to_string());
+    }
+
+    /// The warnings, or every error found.
+    pub(crate) fn finish(self) -> Result<Vec<String>, ConfigError> {
+        if self.problems.is_empty() {
+            Ok(self.warnings)
+        } else {
+            Err(ConfigError {
+                problems: self.problems,
+            })
+        }
+    }
+
+    /// Errors unless `value` is in `min..=max`.
+    pub(crate) fn range(&mut self, key: &str, value: u64, min: u64, max: u64) {
+        if !(min..=max).contains(&value) {
+            self.error(
+                key,
+                format!("is {value}; it must be between {min} and {max}"),
+            );
+        }
+    }
+
+    /// Errors if `value` is zero.
+    pub(crate) fn positive(&mut self, key: &str, value: Duration) {
+        if value.is_zero() {
+            self.error(key, "must be longer than zero");
+        }
+    }
+}
+
+/// Formats a duration the way the configuration spells it.
+pub(crate) fn human(d: Duration) -> String {
+    super::duration::format_duration(d)
+}
+
+/// Runs every rule.
+pub(crate) fn validate(config: &Config, report: &mut Report<'_>) {
+    validate_database(config, report);
+    validate_dispatcher(config, report);
+    validate_admin(config, report);
+    validate_schedules(config, report);
+    validate_logging(config, report);
+    validate_providers::validate_providers(config, report);
+    validate_actions::validate_actions(config, report);
+}
+
+fn validate_database(config: &Config, report: &mut Report<'_>) {
+    let db = &config.database;
+    if DatabaseUrl::parse(&db.url).is_err() {
+        report.error(
+            "database.url",
+            format!(
+                "{:?} is not supported: use sqlite://PATH, postgres:// or postgresql://",
+                super::secret::redact_url_password(&db.url)
+            ),
+        );
+    } else if db.is_postgres() {
+        if let Err(e) = url::Url::parse(&db.url) {
+            report.error("database.url", format!("is not a valid URL: {e}"));
+        }
+    }
+    if db.max_connections < 1 {
+        report.error("database.max_connections", "must be at least 1");
+    }
+}
+
+fn validate_dispatcher(config: &Config, report: &mut Report<'_>) {
+    let d = &config.dispatcher;
+    let max = u64::from(MAX_BATCH_AND_CONCURRENCY);
+    report.range("dispatcher.batch_size", d.batch_size.into(), 1, max);
+    report.range("dispatcher.concurrency", d.concurrency.into(), 1, max);
+    if d.lease < MIN_LEASE {
+        report.error(
+            "dispatcher.lease",
+            format!("is {}; it must be at least 1s", human(d.lease)),
+        );
+    }
+    report.positive("dispatcher.poll_interval", d.poll_interval);
+    report.positive("dispatcher.shutdown_grace", d.shutdown_grace);
+    report.positive("dispatcher.release_expired_every", d.release_expired_every);
+    if !d.shutdown_grace.is_zero() && d.shutdown_grace >= d.lease {
+        report.warn(
+            "dispatcher.shutdown_grace",
+            format!(
+                "{} is not shorter than dispatcher.lease ({}); a delivery still running at \
+                 shutdown can outlive its lease, be claimed by another dispatcher and be \
+                 recorded as ambiguous",
+                human(d.shutdown_grace),
+                human(d.lease)
+            ),
+        );
+    }
+    if d.owner.chars().count() > 128 || d.owner.chars().any(char::is_control) {
+        report.error(
+            "dispatcher.owner",
+            "must be at most 128 characters, without control characters",
+        );
+    }
+}
+
+fn validate_admin(config: &Config, report: &mut Report<'_>) {
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut values: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, token) in config.admin.tokens.iter().enumerate() {
+        let key = format!("admin.tokens[{i}]");
+        if token.name.trim().is_empty() {
+            report.error(format!("{key}.name"), "is required");
+        } else if let Some(first) = names.insert(&token.name, i) {
+            report.error(
+                format!("{key}.name"),
+                format!("{:?} is already used by admin.tokens[{first}]", token.name),
+            );
+        }
+        if let Some(secret) = &token.token {
+            let value = secret.expose();
+            check_token_value(&key, value, report);
+            if let Some(first) = values.insert(value, i) {
+                report.error(
+                    key.clone(),
+                    format!("has the same token value as admin.tokens[{first}]; every holder needs their own token"),
+                );
+            }
+        }
+        validate_tenants(&key, &token.tenants, report);
+    }
+}
+
+fn check_token_value(key: &str, value: &str, report: &mut Report<'_>) {
+    let chars = value.chars().count();
+    if value.is_empty() {
+        report.error(format!("{key}.token"), "is empty");
+    } else if chars < MIN_TOKEN_CHARS {
+        report.error(
+            format!("{key}.token"),
+            format!("is {chars} characters long; use at least {MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 32`)"),
+        );
+    }
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        report.error(
+            format!("{key}.token"),
+            "must not contain whitespace or control characters",
+        );
+    }
+}
+
+fn validate_tenants(key: &str, tenants: &[String], report: &mut Report<'_>) {
+    let key = format!("{key}.tenants");
+    if tenants.is_empty() {
+        report.error(
+            key,
+            "must list at least one tenant, or \"*\" for all tenants",
+        );
+        return;
+    }
+    for tenant in tenants.iter().filter(|t| *t != ALL_TENANTS) {
+        if let Err(e) = TenantId::parse(tenant.clone()) {
+            report.error(key.clone(), format!("{tenant:?}: {}", e.reason));
+        }
+    }
+    if tenants.len() > 1 && tenants.iter().any(|t| t == ALL_TENANTS) {
+        report.warn(
+            key,
+            "\"*\" already grants every tenant; the other entries are redundant",
+        );
+    }
+}
+
+fn validate_schedules(config: &Config, report: &mut Report<'_>) {
+    let r = &config.retention;
+    report.positive("retention.finished_after", r.finished_after);
+    report.positive("retention.tombstone_after", r.tombstone_after);
+    if r.tombstone_after < r.finished_after {
+        report.error(
+            "retention.tombstone_after",
+            format!(
+                "{} is shorter than retention.finished_after ({}); tombstones must outlive \
+                 the intents they replace",
+                human(r.tombstone_after),
+                human(r.finished_after)
+            ),
+        );
+    }
+    if let Err(e) = check_cron(&r.schedule) {
+        report.error("retention.schedule", e);
+    }
+    if let Err(e) = check_cron(&config.probes.schedule) {
+        report.error("probes.schedule", e);
+    }
+}
+
+fn validate_logging(config: &Config, report: &mut Report<'_>) {
+    let level = &config.logging.level;
+    if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(level) {
+        report.error(
+            "logging.level",
+            format!("{level:?} is not a valid filter directive: {e}"),
+        );
+    }
+}

@@ -1,0 +1,106 @@
+//! `outboxd run`: open and migrate the database, build the configured actions, and run
+//! the dispatcher and the admin server until a shutdown signal.
+
+mod actions;
+
+use std::sync::Arc;
+
+use tokio::sync::{watch, Notify};
+
+pub use actions::{build_action_table, BuildError};
+
+use crate::config::Config;
+use crate::dispatch::wakeup::Wakeup;
+use crate::dispatch::{Dispatcher, DispatcherSettings};
+use crate::store::{connect, Database};
+
+/// Why the daemon could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The database could not be opened.
+    #[error(transparent)]
+    Connect(#[from] crate::store::connect::ConnectError),
+    /// Migrations failed.
+    #[error(transparent)]
+    Migrate(#[from] crate::store::migrate::MigrateError),
+    /// The schema is not at the version this build expects.
+    #[error("the database schema is at version {found}, this build expects {expected}; run `outboxd migrate`")]
+    SchemaVersion {
+        /// Found.
+        found: i64,
+        /// Expected.
+        expected: i64,
+    },
+    /// An action or provider could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The admin server could not listen.
+    #[error("cannot listen on {addr} for the admin server: {source}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A database query failed at start.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Options of `outboxd run`.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Do not apply migrations at start (a separate migration job does it).
+    pub skip_migrations: bool,
+}
+
+/// Opens the database named in `config`, applying migrations unless told not to.
+pub async fn open_database(config: &Config, migrate: bool) -> Result<Database, DaemonError> {
+    let db = connect(&config.database.url, config.database.max_connections).await?;
+    if migrate {
+        let report = db.migrate().await?;
+        for (version, name) in &report.applied {
+            tracing::info!(version, name, "applied migration");
+        }
+    } else {
+        let found = db.schema_version().await?;
+        let expected = crate::store::migrate::expected_version();
+        if found != expected {
+            return Err(DaemonError::SchemaVersion { found, expected });
+        }
+    }
+    Ok(db)
+}
+
+/// The dispatcher settings from `config`.
+pub fn dispatcher_settings(config: &Config) -> DispatcherSettings {
+    let d = &config.dispatcher;
+    DispatcherSettings {
+        owner: config.dispatcher_owner(),
+        batch_size: d.batch_size,
+        concurrency: usize::try_from(d.concurrency).unwrap_or(1),
+        lease: d.lease,
+        poll_interval: d.poll_interval,
+        shutdown_grace: d.shutdown_grace,
+    }
+}
+
+/// Runs the daemon until `shutdown` turns true.
+pub async fn run(
+    config: Config,
+    options: RunOptions,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), DaemonError> {
+    let db = open_database(&config, !options.skip_migrations).await?;
+    let actions = Arc::new(build_action_table(&config)?);
+    let settings = dispatcher_settings(&config);
+    tracing::info!(backend = db.backend_name(), owner = %settings.owner,
+        actions = ?actions.names(), "outboxd starting");
+    let local = Arc::new(Notify::new());
+    let wakeup = Wakeup::new(&db, local.clone()).await;
+    let dispatcher = Arc::new(Dispatcher::new(db.store(), actions, settings));
+    dispatcher.run(wakeup, shutdown).await;
+    db.close().await;
+    Ok(())
+}

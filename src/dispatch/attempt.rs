@@ -1,0 +1,162 @@
+//! One delivery attempt: send the claimed intent with its idempotency key, classify what
+//! happened (one pure function), decide what follows (one pure function), and produce the
+//! record to write. No database access here; the caller records the result, fenced.
+
+use std::time::Instant;
+
+use chrono::Utc;
+use tracing::{field, info_span, Instrument};
+
+use crate::action::AttemptClass;
+use crate::dispatch::actions::{render_path, ActionRuntime, PathFields};
+use crate::dispatch::retry::{decide, Decision, DecisionInput};
+use crate::provider::{classify, Classified, ClassifyContext, DeliveryRequest};
+use crate::store::{AttemptRecord, ClaimedIntent, OutcomeRecord, Transition};
+
+/// Sends `intent` once and returns the outcome to record.
+pub async fn deliver(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeRecord {
+    let span = info_span!("attempt", intent_id = intent.id, tenant = %intent.tenant,
+        action = %intent.action, attempt = intent.attempt_count, class = field::Empty,
+        http_status = field::Empty);
+    async {
+        let started_at = Utc::now();
+        let clock = Instant::now();
+        let path = render_path(
+            &action.path,
+            PathFields {
+                tenant: &intent.tenant,
+                operation_id: &intent.operation_id,
+                idempotency_key: &intent.idempotency_key,
+                intent_id: intent.id,
+            },
+        );
+        let request = DeliveryRequest::json(
+            action.method.clone(),
+            path,
+            intent.idempotency_key.clone(),
+            &intent.payload,
+        );
+        let observation = action.client.send(&request).await;
+        let classified = classify(
+            &observation,
+            &ClassifyContext {
+                retry_safety: action.retry_safety,
+                reference_pointer: action.reference_pointer.as_deref(),
+                status_overrides: action.client.status_overrides(),
+            },
+        );
+        let span = tracing::Span::current();
+        span.record("class", classified.class.as_str());
+        if let Some(status) = classified.http_status {
+            span.record("http_status", status);
+        }
+        let record = AttemptRecord {
+            attempt_id: intent.attempt_id.unwrap_or_default(),
+            class: classified.class,
+            http_status: classified.http_status,
+            error: classified.error.clone(),
+            provider_ref: classified.provider_ref.clone(),
+            duration: clock.elapsed(),
+            started_at,
+        };
+        let transition = transition_after(action, intent, &classified, started_at);
+        log_outcome(&classified, &transition);
+        OutcomeRecord {
+            intent_id: intent.id,
+            fencing_token: intent.fencing_token,
+            attempt: Some(record),
+            transition,
+            now: Utc::now(),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Decides what follows an attempt whose lease expired under another dispatcher: the
+/// attempt is ambiguous (it may have reached the provider) and nothing is sent now.
+pub fn after_lease_expiry(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeRecord {
+    let classified = Classified {
+        class: AttemptClass::Ambiguous,
+        http_status: None,
+        provider_ref: None,
+        retry_after: None,
+        error: Some(crate::store::LEASE_EXPIRED_ERROR.to_owned()),
+    };
+    let started = intent.first_sent_at.unwrap_or(intent.created_at);
+    let mut history = intent.clone();
+    // The expired attempt is already counted in `ambiguous_attempts`; judge it as "this one".
+    history.ambiguous_attempts -= 1;
+    let transition = transition_after(action, &history, &classified, started);
+    tracing::warn!(intent_id = intent.id, tenant = %intent.tenant, action = %intent.action,
+        ?transition, "lease expired mid-attempt; treated as an ambiguous attempt");
+    OutcomeRecord {
+        intent_id: intent.id,
+        fencing_token: intent.fencing_token,
+        attempt: None,
+        transition,
+        now: Utc::now(),
+    }
+}
+
+fn transition_after(
+    action: &ActionRuntime,
+    intent: &ClaimedIntent,
+    classified: &Classified,
+    started_at: chrono::DateTime<Utc>,
+) -> Transition {
+    let first_sent_at = match (intent.first_sent_at, classified.class) {
+        (Some(at), _) => Some(at),
+        (None, AttemptClass::NotSent) => None,
+        (None, _) => Some(started_at),
+    };
+    let input = DecisionInput {
+        class: classified.class,
+        retry_safety: action.retry_safety,
+        policy: &action.policy,
+        attempts_made: u32::try_from(intent.attempt_count).unwrap_or(u32::MAX),
+        any_ambiguous_before: intent.ambiguous_attempts > 0,
+        first_sent_at,
+        key_retention: action.key_retention,
+        created_at: intent.created_at,
+        intent_deadline: intent.deadline_at,
+        retry_after: classified.retry_after,
+        now: Utc::now(),
+    };
+    match decide(&input, &mut rand::thread_rng()) {
+        Decision::Delivered => Transition::Delivered {
+            provider_ref: classified.provider_ref.clone(),
+        },
+        Decision::RetryAt { at, .. } => Transition::RetryAt { at },
+        Decision::Failed { reason } => Transition::Failed {
+            reason: with_cause(reason, classified),
+        },
+        Decision::Unknown { reason } => Transition::Unknown {
+            reason: with_cause(reason, classified),
+        },
+    }
+}
+
+fn with_cause(reason: String, classified: &Classified) -> String {
+    match &classified.error {
+        Some(error) => format!("{reason} (last attempt: {error})"),
+        None => reason,
+    }
+}
+
+fn log_outcome(classified: &Classified, transition: &Transition) {
+    match transition {
+        Transition::Delivered { provider_ref } => {
+            tracing::info!(
+                provider_ref = provider_ref.as_deref().unwrap_or(""),
+                "delivered"
+            )
+        }
+        Transition::RetryAt { at } => tracing::info!(
+            next_attempt_at = %at, error = classified.error.as_deref().unwrap_or(""), "will retry"),
+        Transition::Failed { reason } => tracing::warn!(%reason, "failed"),
+        Transition::Unknown { reason } => {
+            tracing::warn!(%reason, "outcome unknown; opened a reconciliation item")
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The dispatcher step and the daemon loop around it.
+//!
+//! [`Dispatcher::run_once`] is one testable step: take over expired leases, claim a batch,
+//! deliver it with bounded concurrency, record every outcome fenced. [`Dispatcher::run`]
+//! only decides how long to wait between steps and how to stop: on shutdown it stops
+//! claiming, lets in-flight attempts finish within the grace period, and hands back claims
+//! whose request was never sent.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures_util::stream::{self, StreamExt};
+use tokio::sync::{watch, Mutex};
+
+use super::actions::ActionTable;
+use super::attempt;
+use super::wakeup::Wakeup;
+use crate::store::{
+    ClaimRequest, ClaimedIntent, OutboxStore, OutcomeRecord, RecordResult, Release, StoreError,
+    Transition,
+};
+
+/// How a dispatcher claims and paces work.
+#[derive(Debug, Clone)]
+pub struct DispatcherSettings {
+    /// Lease owner name (unique per process: host and pid by default).
+    pub owner: String,
+    /// Intents claimed per step.
+    pub batch_size: u32,
+    /// Deliveries in flight at once.
+    pub concurrency: usize,
+    /// Lease length; must exceed the longest request timeout.
+    pub lease: Duration,
+    /// Longest idle wait between steps (the polling fallback).
+    pub poll_interval: Duration,
+    /// How long in-flight attempts may finish after a shutdown signal.
+    pub shutdown_grace: Duration,
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepReport {
+    /// Expired leases taken over.
+    pub reclaimed: usize,
+    /// Intents claimed for delivery.
+    pub claimed: usize,
+    /// Outcomes recorded as delivered.
+    pub delivered: usize,
+    /// Outcomes scheduled for a retry.
+    pub retried: usize,
+    /// Outcomes recorded as failed.
+    pub failed: usize,
+    /// Outcomes sent to reconciliation.
+    pub unknown: usize,
+    /// Outcomes not written because the lease was lost.
+    pub fenced: usize,
+    /// Claims handed back unsent (shutdown).
+    pub released: usize,
+}
+
+impl StepReport {
+    /// Whether the step found anything to do.
+    pub fn did_work(&self) -> bool {
+        self.reclaimed + self.claimed > 0
+    }
+
+    fn add(&mut self, other: &StepReport) {
+        self.reclaimed += other.reclaimed;
+        self.claimed += other.claimed;
+        self.delivered += other.delivered;
+        self.retried += other.retried;
+        self.failed += other.failed;
+        self.unknown += other.unknown;
+        self.fenced += other.fenced;
+        self.released += other.released;
+    }
+}
+
+/// Either an outcome to record or a claim to hand back.
+enum Finished {
+    Outcome(OutcomeRecord),
+    Release(Release),
+}
+
+/// Claims, delivers and records intents for the configured actions.
+pub struct Dispatcher {
+    store: Arc<dyn OutboxStore>,
+    actions: Arc<ActionTable>,
+    settings: DispatcherSettings,
+    stopping: AtomicBool,
+    unconfigured_logged: Mutex<BTreeSet<String>>,
+}
+
+impl Dispatcher {
+    /// A dispatcher over `store` for the actions in `actions`.
+    pub fn new(
+        store: Arc<dyn OutboxStore>,
+        actions: Arc<ActionTable>,
+        settings: DispatcherSettings,
+    ) -> Self {
+        Self {
+            store,
+            actions,
+            settings,
+            stopping: AtomicBool::new(false),
+            unconfigured_logged: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &DispatcherSettings {
+        &self.settings
+    }
+
+    fn request(&self) -> ClaimRequest {
+        ClaimRequest {
+            owner: self.settings.owner.clone(),
+            lease: self.settings.lease,
+            limit: self.settings.batch_size,
+            actions: self.actions.names(),
+            now: Utc::now(),
+        }
+    }
+
+    /// One step: take over expired leases, claim a batch, deliver it, record the outcomes.
+    pub async fn run_once(&self) -> Result<StepReport, StoreError> {
+        let mut report = StepReport::default();
+        let request = self.request();
+        let expired = self.store.reclaim_expired(&request).await?;
+        report.reclaimed = expired.len();
+        if !expired.is_empty() {
+            let outcomes: Vec<Finished> = expired.iter().map(|i| self.after_expiry(i)).collect();
+            self.record(outcomes, &mut report).await?;
+        }
+        if self.stopping.load(Ordering::SeqCst) || self.actions.is_empty() {
+            return Ok(report);
+        }
+        let claimed = self.store.claim_due(&self.request()).await?;
+        report.claimed = claimed.len();
+        let finished: Vec<Finished> = stream::iter(claimed)
+            .map(|intent| self.deliver_or_release(intent))
+            .buffer_unordered(self.settings.concurrency.max(1))
+            .collect()
+            .await;
+        self.record(finished, &mut report).await?;
+        Ok(report)
+    }
+
+    /// Runs steps until one finds nothing due (tests and one-shot runs).
+    pub async fn drain(&self) -> Result<StepReport, StoreError> {
+        let mut total = StepReport::default();
+        loop {
+            let step = self.run_once().await?;
+            total.add(&step);
+            if !step.did_work() {
+                return Ok(total);
+            }
+        }
+    }
+
+    fn after_expiry(&self, intent: &ClaimedIntent) -> Finished {
+        match self.actions.get(&intent.action) {
+            Some(action) => Finished::Outcome(attempt::after_lease_expiry(action, intent)),
+            // No configuration left for the action: nobody may judge it safe to resend.
+            None => Finished::Outcome(OutcomeRecord {
+                intent_id: intent.id,
+                fencing_token: intent.fencing_token,
+                attempt: None,
+                transition: Transition::Unknown {
+                    reason: format!(
+                        "{} (action {:?} is no longer configured)",
+                        crate::store::LEASE_EXPIRED_ERROR,
+                        intent.action
+                    ),
+                },
+                now: Utc::now(),
+            }),
+        }
+    }
+
+    async fn deliver_or_release(&self, intent: ClaimedIntent) -> Finished {
+        let action = self.actions.get(&intent.action);
+        match action {
+            Some(action) if !self.stopping.load(Ordering::SeqCst) => {
+                Finished::Outcome(attempt::deliver(action, &intent).await)
+            }
+            _ => Finished::Release(Release {
+                intent_id: intent.id,
+                fencing_token: intent.fencing_token,
+                attempt_id: intent.attempt_id,
+                reason: "released unsent (dispatcher shutting down)".to_owned(),
+            }),
+        }
+    }
+
+    /// Writes outcomes and releases, retrying database errors while the lease still
+    /// covers them: an outcome is only lost to lease expiry, which is handled as ambiguous.
+    async fn record(
+        &self,
+        finished: Vec<Finished>,
+        report: &mut StepReport,
+    ) -> Result<(), StoreError> {
+        let (mut outcomes, mut releases) = (Vec::new(), Vec::new());
+        for f in finished {
+            match f {
+                Finished::Outcome(o) => outcomes.push(o),
+                Finished::Release(r) => releases.push(r),
+            }
+        }
+        let give_up_at = tokio::time::Instant::now() + self.settings.lease.mul_f64(0.8);
+        let mut delay = Duration::from_millis(50);
+        let results = loop {
+            match self.store.record_outcomes(&outcomes).await {
+                Ok(results) => break results,
+                Err(e) if tokio::time::Instant::now() + delay < give_up_at => {
+                    tracing::warn!(error = %e, outcomes = outcomes.len(), "recording outcomes failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        for (outcome, result) in outcomes.iter().zip(results) {
+            match (result, &outcome.transition) {
+                (RecordResult::Fenced, _) => {
+                    report.fenced += 1;
+                    tracing::warn!(
+                        intent_id = outcome.intent_id,
+                        "lease lost before the outcome was recorded; the new owner decides"
+                    );
+                }
+                (_, Transition::Delivered { .. }) => report.delivered += 1,
+                (_, Transition::RetryAt { .. }) => report.retried += 1,
+                (_, Transition::Failed { .. }) => report.failed += 1,
+                (_, Transition::Unknown { .. }) => report.unknown += 1,
+            }
+        }
+        if !releases.is_empty() {
+            self.store.release_claims(&releases, Utc::now()).await?;
+            report.released += releases.len();
+        }
+        Ok(())
+    }
+
+    async fn log_unconfigured_once(&self) {
+        let configured = self.actions.names();
+        let Ok(waiting) = self.store.pending_unconfigured_actions(&configured).await else {
+            return;
+        };
+        let mut logged = self.unconfigured_logged.lock().await;
+        for (action, count) in waiting {
+            if logged.insert(action.clone()) {
+                tracing::warn!(%action, pending = count,
+                    "intents wait for an action that is not configured; they stay pending until it is");
+            }
+        }
+    }
+
+    /// The daemon loop: steps until `shutdown` turns true, then drains in-flight attempts
+    /// within the grace period.
+    pub async fn run(&self, mut wakeup: Wakeup, mut shutdown: watch::Receiver<bool>) {
+        let mut failures = 0u32;
+        let mut last_unconfigured_check = tokio::time::Instant::now() - Duration::from_secs(3600);
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            if last_unconfigured_check.elapsed() > Duration::from_secs(60) {
+                self.log_unconfigured_once().await;
+                last_unconfigured_check = tokio::time::Instant::now();
+            }
+            let step = self.run_once();
+            tokio::pin!(step);
+            let result = tokio::select! {
+                result = &mut step => result,
+                _ = shutdown.changed() => {
+                    self.stopping.store(true, Ordering::SeqCst);
+                    match tokio::time::timeout(self.settings.shutdown_grace, &mut step).await {
+                        Ok(result) => result,
+                        Err(_) => {
+                            tracing::warn!("shutdown grace expired with attempts in flight; their leases will expire and they will be treated as ambiguous");
+                            return;
+                        }
+                    }
+                }
+            };
+            let wait = match result {
+                Ok(report) if report.claimed as u32 >= self.settings.batch_size => {
+                    failures = 0;
+                    continue;
+                }
+                Ok(report) => {
+                    failures = 0;
+                    if report.did_work() {
+                        Duration::ZERO
+                    } else {
+                        self.idle_wait().await
+                    }
+                }
+                Err(e) => {
+                    failures += 1;
+                    let backoff = Duration::from_millis(100 * 2u64.pow(failures.min(6)));
+                    tracing::warn!(error = %e, retry_in = ?backoff, "dispatch step failed (database unreachable?); will retry");
+                    backoff
+                }
+            };
+            if wait.is_zero() {
+                continue;
+            }
+            tokio::select! {
+                _ = wakeup.wait(wait) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+        self.stopping.store(true, Ordering::SeqCst);
+        tracing::info!("dispatcher stopped");
+    }
+
+    async fn idle_wait(&self) -> Duration {
+        let poll = self.settings.poll_interval;
+        match self.store.next_due_at(&self.actions.names()).await {
+            // Due in the future: wake up for it. Due already but not claimed (an ordering
+            // chain waits on an earlier intent): nothing to do until something changes.
+            Ok(Some(at)) if at > Utc::now() => (at - Utc::now())
+                .to_std()
+                .unwrap_or(poll)
+                .clamp(Duration::from_millis(5), poll),
+            _ => poll,
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! How an idle dispatcher waits for work: PostgreSQL `LISTEN outboxd_intents` (registered
+//! before the first claim, so no enqueue committed after start is missed), an in-process
+//! [`tokio::sync::Notify`] for intents recorded by this process, and a polling fallback
+//! that also covers notifications lost while the connection was down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use tokio::sync::Notify;
+
+use crate::store::Database;
+
+/// The NOTIFY channel the intents table's trigger signals on commit.
+pub const CHANNEL: &str = "outboxd_intents";
+
+/// A source of "there may be work" signals.
+pub struct Wakeup {
+    listener: Option<PgListener>,
+    local: Arc<Notify>,
+}
+
+impl Wakeup {
+    /// Registers the listener (PostgreSQL) before returning. On SQLite, or when the
+    /// listener cannot be set up, only the local signal and polling remain.
+    pub async fn new(db: &Database, local: Arc<Notify>) -> Self {
+        let listener = match db {
+            Database::Postgres(pool) => match PgListener::connect_with(pool).await {
+                Ok(mut listener) => match listener.listen(CHANNEL).await {
+                    Ok(()) => Some(listener),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "LISTEN failed; falling back to polling");
+                        None
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot open a LISTEN connection; falling back to polling");
+                    None
+                }
+            },
+            Database::Sqlite(_) => None,
+        };
+        Self { listener, local }
+    }
+
+    /// Whether database notifications are in use.
+    pub fn is_listening(&self) -> bool {
+        self.listener.is_some()
+    }
+
+    /// Waits until a signal arrives or `max` passes, whichever is first.
+    pub async fn wait(&mut self, max: Duration) {
+        let local = self.local.clone();
+        match self.listener.as_mut() {
+            Some(listener) => {
+                tokio::select! {
+                    received = listener.recv() => {
+                        if let Err(e) = received {
+                            // The listener reconnects on the next recv; polling covers the gap.
+                            tracing::warn!(error = %e, "notification connection lost; polling until it is back");
+                            tokio::time::sleep(max.min(Duration::from_millis(500))).await;
+                        }
+                    }
+                    _ = local.notified() => {}
+                    _ = tokio::time::sleep(max) => {}
+                }
+            }
+            None => {
+                tokio::select! {
+                    _ = local.notified() => {}
+                    _ = tokio::time::sleep(max) => {}
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! The dispatcher against the fake provider, step by step, on both backends: every row of
+//! the classification table ends where the design says, with the evidence recorded.
+
+mod support;
+
+use std::time::Duration;
+
+use outboxd::action::AttemptClass;
+use outboxd::fake_provider::{Fault, FaultRule, Matcher};
+use outboxd::intent::IntentState;
+use support::harness::{Harness, NOTIFY, REFUND};
+use support::invariants::assert_invariants;
+use support::TestDb;
+
+fn once_for(key: &str, fault: Fault) -> FaultRule {
+    FaultRule {
+        matcher: Matcher::Key(key.to_owned()),
+        fault,
+        times: 1,
+    }
+}
+
+async fn classes(h: &Harness, id: i64) -> Vec<Option<AttemptClass>> {
+    h.store
+        .list_attempts(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|a| a.class)
+        .collect()
+}
+
+/// Keyed action, response lost after the provider applied it: retried with the same key,
+/// one effect, delivered with the provider's reference.
+async fn keyed_lost_response_is_retried_with_the_same_key(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-lost", REFUND).await;
+    h.provider
+        .push_fault(once_for(&r.idempotency_key, Fault::LoseResponseAfterApply));
+    let step = h.dispatcher.run_once().await.unwrap();
+    assert_eq!((step.claimed, step.retried), (1, 1), "{step:?}");
+    assert_eq!(h.intent(r.intent_id).await.state, IntentState::Pending);
+    h.make_due().await;
+    let step = h.dispatcher.run_once().await.unwrap();
+    assert_eq!(step.delivered, 1, "{step:?}");
+    let row = h.intent(r.intent_id).await;
+    assert_eq!(row.state, IntentState::Delivered);
+    assert_eq!(h.provider.effects_for_key(&r.idempotency_key).len(), 1);
+    assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 2);
+    assert_eq!(
+        row.provider_ref,
+        h.provider.reference_for_key(&r.idempotency_key)
+    );
+    assert_eq!(
+        classes(&h, r.intent_id).await,
+        vec![Some(AttemptClass::Ambiguous), Some(AttemptClass::Delivered)]
+    );
+    assert_invariants(&h).await;
+}
+
+/// Not-idempotent action, timeout after the provider applied it: exactly one request, the
+/// intent waits in reconciliation, and later steps never resend it.
+async fn not_idempotent_timeout_goes_to_reconciliation(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-timeout", NOTIFY).await;
+    h.provider.push_fault(once_for(
+        &r.idempotency_key,
+        Fault::SleepAfterApply(Duration::from_secs(3)),
+    ));
+    let step = h.dispatcher.run_once().await.unwrap();
+    assert_eq!(step.unknown, 1, "{step:?}");
+    let row = h.intent(r.intent_id).await;
+    assert_eq!(row.state, IntentState::Unknown);
+    assert_eq!(h.open_items(r.intent_id).await, 1);
+    h.make_due().await;
+    let more = h.dispatcher.drain().await.unwrap();
+    assert_eq!(more.claimed, 0);
+    assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 1);
+    assert_eq!(
+        classes(&h, r.intent_id).await,
+        vec![Some(AttemptClass::Ambiguous)]
+    );
+    assert_invariants(&h).await;
+}
+
+/// Not-idempotent action, connection reset / 500 after apply: also reconciliation, one request.
+async fn not_idempotent_reset_and_500_go_to_reconciliation(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let reset = h.enqueue_simple("op-reset", NOTIFY).await;
+    let five = h.enqueue_simple("op-500", NOTIFY).await;
+    h.provider
+        .push_fault(once_for(&reset.idempotency_key, Fault::ResetAfterApply));
+    h.provider
+        .push_fault(once_for(&five.idempotency_key, Fault::Status500AfterApply));
+    h.dispatcher.drain().await.unwrap();
+    for r in [&reset, &five] {
+        assert_eq!(h.intent(r.intent_id).await.state, IntentState::Unknown);
+        assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 1);
+    }
+    assert_invariants(&h).await;
+}
+
+/// Connection refused is provably not sent: retried even for a not-idempotent action, then
+/// delivered once the provider is back, with one request in total.
+async fn connection_refused_is_retried_even_when_not_idempotent(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-refused", NOTIFY).await;
+    h.provider.set_refusing(true).await.unwrap();
+    let step = h.dispatcher.run_once().await.unwrap();
+    assert_eq!(step.retried, 1, "{step:?}");
+    assert_eq!(
+        classes(&h, r.intent_id).await,
+        vec![Some(AttemptClass::NotSent)]
+    );
+    h.provider.set_refusing(false).await.unwrap();
+    h.make_due().await;
+    h.dispatcher.run_once().await.unwrap();
+    let row = h.intent(r.intent_id).await;
+    assert_eq!(row.state, IntentState::Delivered);
+    assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 1);
+    assert_eq!(h.provider.effects_for_key(&r.idempotency_key).len(), 1);
+    assert_invariants(&h).await;
+}
+
+/// 429 and 503 with Retry-After: the next attempt is not scheduled earlier than it says.
+async fn retry_after_is_honoured(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let a = h.enqueue_simple("op-429", REFUND).await;
+    let b = h.enqueue_simple("op-503", NOTIFY).await;
+    let wait = |status| Fault::StatusWithoutApply {
+        status,
+        retry_after: Some("30".to_owned()),
+    };
+    h.provider
+        .push_fault(once_for(&a.idempotency_key, wait(429)));
+    h.provider
+        .push_fault(once_for(&b.idempotency_key, wait(503)));
+    let before = chrono::Utc::now();
+    let step = h.dispatcher.run_once().await.unwrap();
+    assert_eq!(step.retried, 2, "{step:?}");
+    for r in [&a, &b] {
+        let row = h.intent(r.intent_id).await;
+        assert_eq!(row.state, IntentState::Pending);
+        assert!(
+            row.next_attempt_at >= before + chrono::Duration::seconds(30),
+            "{}",
+            row.next_attempt_at
+        );
+    }
+    // Not due yet: a step sends nothing.
+    assert_eq!(h.dispatcher.run_once().await.unwrap().claimed, 0);
+    assert_eq!(
+        classes(&h, b.intent_id).await,
+        vec![Some(AttemptClass::Retryable)]
+    );
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(h.intent(b.intent_id).await.state, IntentState::Delivered);
+    assert_eq!(h.provider.effects_for_key(&b.idempotency_key).len(), 1);
+    assert_invariants(&h).await;
+}
+
+/// 400 is a permanent refusal: failed after one request, never retried.
+async fn bad_request_fails_without_retry(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-400", REFUND).await;
+    h.provider.push_fault(FaultRule {
+        matcher: Matcher::Key(r.idempotency_key.clone()),
+        fault: Fault::StatusWithoutApply {
+            status: 400,
+            retry_after: None,
+        },
+        times: 10,
+    });
+    h.dispatcher.drain().await.unwrap();
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    let row = h.intent(r.intent_id).await;
+    assert_eq!(row.state, IntentState::Failed);
+    assert_eq!(row.last_http_status, Some(400));
+    assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 1);
+    assert_invariants(&h).await;
+}
+
+/// A garbage 2xx body may mean it acted: keyed → retried with the same key and delivered
+/// with the reference the provider replays.
+async fn garbage_success_body_is_ambiguous(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-garbage", REFUND).await;
+    h.provider
+        .push_fault(once_for(&r.idempotency_key, Fault::GarbageBodyAfterApply));
+    h.dispatcher.run_once().await.unwrap();
+    assert_eq!(
+        classes(&h, r.intent_id).await,
+        vec![Some(AttemptClass::Ambiguous)]
+    );
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    let row = h.intent(r.intent_id).await;
+    assert_eq!(row.state, IntentState::Delivered);
+    assert_eq!(
+        row.provider_ref,
+        h.provider.reference_for_key(&r.idempotency_key)
+    );
+    assert_eq!(h.provider.effects_for_key(&r.idempotency_key).len(), 1);
+    assert_invariants(&h).await;
+}
+
+/// Key retention: a keyed action whose key the provider may have forgotten is not resent
+/// after an ambiguous attempt; it goes to reconciliation.
+async fn keyed_outside_retention_goes_to_reconciliation(t: &TestDb) {
+    let h = Harness::with_retention(t, Duration::from_millis(1)).await;
+    let r = h.enqueue_simple("op-retention", REFUND).await;
+    h.provider
+        .push_fault(once_for(&r.idempotency_key, Fault::Status500AfterApply));
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(h.intent(r.intent_id).await.state, IntentState::Unknown);
+    assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 1);
+    assert_invariants(&h).await;
+}
+
+/// A zombie whose lease expired cannot overwrite what the new owner recorded.
+async fn zombie_cannot_overwrite_new_owner(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-zombie", REFUND).await;
+    // The zombie claims and stalls (no outcome recorded).
+    let zombie_claim = h
+        .store
+        .claim_due(&outboxd::store::ClaimRequest {
+            owner: "zombie".into(),
+            lease: Duration::from_secs(5),
+            limit: 10,
+            actions: h.actions.names(),
+            now: chrono::Utc::now(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(zombie_claim.len(), 1);
+    h.expire_leases().await;
+    let b = h.second_dispatcher("dispatcher-b");
+    let step = b.run_once().await.unwrap();
+    assert_eq!(step.reclaimed, 1, "{step:?}");
+    h.make_due().await;
+    b.drain().await.unwrap();
+    let delivered = h.intent(r.intent_id).await;
+    assert_eq!(delivered.state, IntentState::Delivered);
+    // The zombie wakes up and tries to record a failure with its stale token.
+    let stale = outboxd::store::OutcomeRecord {
+        intent_id: r.intent_id,
+        fencing_token: zombie_claim[0].fencing_token,
+        attempt: None,
+        transition: outboxd::store::Transition::Failed {
+            reason: "zombie".into(),
+        },
+        now: chrono::Utc::now(),
+    };
+    let result = h.store.record_outcomes(&[stale]).await.unwrap();
+    assert_eq!(result, vec![outboxd::store::RecordResult::Fenced]);
+    let after = h.intent(r.intent_id).await;
+    assert_eq!(
+        (after.state, after.provider_ref),
+        (IntentState::Delivered, delivered.provider_ref)
+    );
+    assert_invariants(&h).await;
+}
+
+/// A not-idempotent intent whose lease expired mid-attempt is not resent.
+async fn expired_lease_of_not_idempotent_goes_to_reconciliation(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-expired", NOTIFY).await;
+    let claim = outboxd::store::ClaimRequest {
+        owner: "died".into(),
+        lease: Duration::from_secs(5),
+        limit: 10,
+        actions: h.actions.names(),
+        now: chrono::Utc::now(),
+    };
+    assert_eq!(h.store.claim_due(&claim).await.unwrap().len(), 1);
+    h.expire_leases().await;
+    let step = h.dispatcher.drain().await.unwrap();
+    assert_eq!(
+        (step.reclaimed, step.unknown, step.claimed),
+        (1, 1, 0),
+        "{step:?}"
+    );
+    assert_eq!(h.intent(r.intent_id).await.state, IntentState::Unknown);
+    assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 0);
+    assert_eq!(
+        classes(&h, r.intent_id).await,
+        vec![Some(AttemptClass::Ambiguous)]
+    );
+}
+
+/// Intents sharing an ordering key are attempted strictly in enqueue order; a later one
+/// waits while an earlier one is unfinished.
+async fn ordering_key_preserves_enqueue_order(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let mut receipts = Vec::new();
+    for i in 0..6 {
+        let intent = outboxd::NewIntent::new(
+            "acme",
+            format!("op-ord-{i}"),
+            REFUND,
+            serde_json::json!({"i": i}),
+        )
+        .with_ordering_key("customer-7");
+        receipts.push(h.enqueue(intent).await);
+    }
+    h.provider.push_fault(once_for(
+        &receipts[0].idempotency_key,
+        Fault::StatusWithoutApply {
+            status: 503,
+            retry_after: Some("0".into()),
+        },
+    ));
+    let step = h.dispatcher.run_once().await.unwrap();
+    assert_eq!(
+        step.claimed, 1,
+        "only the head of the chain is claimable: {step:?}"
+    );
+    assert_eq!(
+        h.provider
+            .request_count_for_key(&receipts[1].idempotency_key),
+        0
+    );
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    let order: Vec<String> = h
+        .provider
+        .effects()
+        .iter()
+        .filter_map(|e| e.key.clone())
+        .collect();
+    let expected: Vec<String> = receipts.iter().map(|r| r.idempotency_key.clone()).collect();
+    assert_eq!(order, expected);
+    assert_invariants(&h).await;
+}
+
+/// An intent for an action that is not configured waits, visible, and is not dropped.
+async fn unconfigured_action_waits(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-mystery", "mystery_action").await;
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(h.intent(r.intent_id).await.state, IntentState::Pending);
+    let waiting = h
+        .store
+        .pending_unconfigured_actions(&h.actions.names())
+        .await
+        .unwrap();
+    assert_eq!(waiting, vec![("mystery_action".to_owned(), 1)]);
+    assert_eq!(h.provider.request_count(), 0);
+}
+
+both_backends!(
+    keyed_lost_response_is_retried_with_the_same_key,
+    not_idempotent_timeout_goes_to_reconciliation,
+    not_idempotent_reset_and_500_go_to_reconciliation,
+    connection_refused_is_retried_even_when_not_idempotent,
+    retry_after_is_honoured,
+    bad_request_fails_without_retry,
+    garbage_success_body_is_ambiguous,
+    keyed_outside_retention_goes_to_reconciliation,
+    zombie_cannot_overwrite_new_owner,
+    expired_lease_of_not_idempotent_goes_to_reconciliation,
+    ordering_key_preserves_enqueue_order,
+    unconfigured_action_waits,
+);
+
+/// PostgreSQL: a claim skips rows another transaction holds locked instead of waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_skips_locked_rows() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    for i in 0..10 {
+        h.enqueue_simple(&format!("op-lock-{i}"), REFUND).await;
+    }
+    let outboxd::store::Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    let mut locker = pool.begin().await.unwrap();
+    let locked: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM outbox_intents ORDER BY id LIMIT 4 FOR UPDATE")
+            .fetch_all(&mut *locker)
+            .await
+            .unwrap();
+    let claim = outboxd::store::ClaimRequest {
+        owner: "skipper".into(),
+        lease: Duration::from_secs(5),
+        limit: 100,
+        actions: h.actions.names(),
+        now: chrono::Utc::now(),
+    };
+    let claimed = tokio::time::timeout(Duration::from_secs(5), h.store.claim_due(&claim))
+        .await
+        .expect("the claim must not wait for the locked rows")
+        .unwrap();
+    let ids: Vec<i64> = claimed.iter().map(|c| c.id).collect();
+    assert_eq!(ids.len(), 6);
+    assert!(ids.iter().all(|id| !locked.contains(id)));
+    locker.rollback().await.unwrap();
+}
