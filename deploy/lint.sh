@@ -293,10 +293,14 @@ if cm:
                 err(f"shutdown_grace {sgrace}s is not below terminationGracePeriodSeconds {grace}s")
             if sgrace >= lease:
                 err(f"shutdown_grace {sgrace}s is not below lease {lease}s")
+            # A batch is delivered `concurrency` at a time and recorded when all are done,
+            # so the lease must cover every wave of the slowest provider.
+            waves = -(-int(d.get("batch_size", 100)) // max(1, int(d.get("concurrency", 32))))
             for name, p in cfg.get("providers", {}).items():
                 need = seconds(p.get("connect_timeout", "5s")) + seconds(p.get("request_timeout", "30s"))
-                if lease <= need:
-                    err(f"lease {lease}s is not above providers.{name} connect+request timeout {need}s")
+                if lease <= waves * need:
+                    err(f"lease {lease}s is not above {waves} wave(s) x providers.{name} "
+                        f"connect+request timeout {need}s (batch_size/concurrency)")
             env_names = set()
             def walk(node):
                 if isinstance(node, dict):
@@ -314,7 +318,7 @@ if cm:
                     err(f"secret.example.yaml lacks variables named by *_env keys: {sorted(missing)}")
             if "issue_refund" not in cfg.get("actions", {}):
                 err("outboxd.toml: no issue_refund action")
-            print(f"ok: outboxd.toml parses; lease {lease:g}s > connect+request timeouts; "
+            print(f"ok: outboxd.toml parses; lease {lease:g}s > {waves} wave(s) x connect+request timeouts; "
                   f"shutdown_grace {sgrace:g}s < grace {grace}s; *_env vars {sorted(env_names)} in the Secret")
 
 # Kustomization
@@ -390,8 +394,9 @@ PY
     (
         # shellcheck disable=SC1091
         source "$tmp/env"
-        "$binary" config check --config "$tmp/outboxd.toml" > "$tmp/check.out"
-    ) || fail "outboxd config check rejected the ConfigMap's outboxd.toml"
+        "$binary" config check --config "$tmp/outboxd.toml" > "$tmp/check.out" 2>&1
+    ) || { cat "$tmp/check.out" >&2; fail "outboxd config check rejected the ConfigMap's outboxd.toml"; }
+    tail -n 1 "$tmp/check.out"
     echo "ok: outboxd config check accepted the ConfigMap's outboxd.toml"
 fi
 

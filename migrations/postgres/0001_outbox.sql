@@ -20,6 +20,8 @@ CREATE TABLE outbox_intents (
     lease_owner        TEXT,
     lease_expires_at   TIMESTAMPTZ,
     fencing_token      BIGINT NOT NULL DEFAULT 0,
+    budget_attempt_base INTEGER NOT NULL DEFAULT 0,
+    budget_started_at  TIMESTAMPTZ,
     first_sent_at      TIMESTAMPTZ,
     provider_ref       TEXT,
     last_error         TEXT,

@@ -22,6 +22,8 @@ CREATE TABLE outbox_intents (
     lease_owner        TEXT,
     lease_expires_at   INTEGER,
     fencing_token      INTEGER NOT NULL DEFAULT 0,
+    budget_attempt_base INTEGER NOT NULL DEFAULT 0,
+    budget_started_at  INTEGER,
     first_sent_at      INTEGER,
     provider_ref       TEXT,
     last_error         TEXT,

@@ -115,11 +115,19 @@ impl Dispatcher {
         &self.settings
     }
 
+    /// A claim request. At most `concurrency` intents are claimed per step so that every
+    /// claimed request starts at once: the lease then only has to cover one request
+    /// (connect + request timeout), never a queue of them.
     fn request(&self) -> ClaimRequest {
+        let limit = self
+            .settings
+            .batch_size
+            .min(u32::try_from(self.settings.concurrency).unwrap_or(u32::MAX))
+            .max(1);
         ClaimRequest {
             owner: self.settings.owner.clone(),
             lease: self.settings.lease,
-            limit: self.settings.batch_size,
+            limit,
             actions: self.actions.names(),
             now: Utc::now(),
         }
@@ -288,7 +296,7 @@ impl Dispatcher {
                 }
             };
             let wait = match result {
-                Ok(report) if report.claimed as u32 >= self.settings.batch_size => {
+                Ok(report) if report.claimed as u32 >= self.request().limit => {
                     failures = 0;
                     continue;
                 }

@@ -8,6 +8,7 @@
 pub mod connect;
 pub mod migrate;
 pub mod postgres;
+pub mod review;
 pub mod sqlite;
 pub mod types;
 
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 pub use connect::{connect, Database, DatabaseUrl};
+pub use review::*;
 pub use types::*;
 
 use crate::intent::IntentId;
@@ -107,6 +109,75 @@ pub trait OutboxStore: Send + Sync + 'static {
 
     /// Ids of intents with an open reconciliation item.
     async fn open_reconciliation_intents(&self) -> Result<Vec<IntentId>, StoreError>;
+
+    /// Reconciliation items matching `filter`, oldest first.
+    async fn list_reconciliation(
+        &self,
+        filter: &ReconciliationFilter,
+    ) -> Result<Vec<ReconciliationItem>, StoreError>;
+
+    /// One reconciliation item, if inside `scope`.
+    async fn get_reconciliation(
+        &self,
+        id: i64,
+        scope: &TenantScope,
+    ) -> Result<Option<ReconciliationItem>, StoreError>;
+
+    /// Reconciliation items of one intent, oldest first.
+    async fn reconciliation_for_intent(
+        &self,
+        intent_id: IntentId,
+    ) -> Result<Vec<ReconciliationItem>, StoreError>;
+
+    /// Resolves an open item and moves its intent accordingly, with an audit entry, in one
+    /// transaction. Of two concurrent resolutions exactly one applies; the other gets
+    /// [`ReviewError::AlreadyResolved`].
+    async fn resolve_reconciliation(
+        &self,
+        resolution: &Resolution,
+    ) -> Result<ReconciliationItem, ReviewError>;
+
+    /// Cancels a pending intent (terminal `cancelled`), with an audit entry.
+    async fn cancel_intent(&self, cancellation: &Cancellation) -> Result<IntentRow, ReviewError>;
+
+    /// Records what an automatic probe found on an open item.
+    async fn record_probe_finding(
+        &self,
+        item_id: i64,
+        finding: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// Appends an audit entry.
+    async fn append_audit(&self, entry: &NewAuditEntry) -> Result<i64, StoreError>;
+
+    /// Audit entries in `scope` (entries without a tenant only for [`TenantScope::All`]),
+    /// newest first.
+    async fn list_audit(
+        &self,
+        scope: &TenantScope,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// Prunes up to `limit` intents finished before `finished_before`, leaving a tombstone
+    /// for each; returns how many were pruned.
+    async fn prune_finished(
+        &self,
+        finished_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
+
+    /// Deletes tombstones of intents finished before `finished_before`.
+    async fn prune_tombstones(&self, finished_before: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    /// The tombstone of a pruned operation.
+    async fn find_tombstone(
+        &self,
+        tenant: &str,
+        operation_id: &str,
+    ) -> Result<Option<Tombstone>, StoreError>;
 }
 
 impl Database {

@@ -56,6 +56,11 @@ pub struct ClaimedIntent {
     pub created_at: DateTime<Utc>,
     /// The producer's absolute deadline, if any.
     pub deadline_at: Option<DateTime<Utc>>,
+    /// Attempts made before the current retry budget began (a person's redispatch starts a
+    /// new budget).
+    pub budget_attempt_base: i32,
+    /// When the current retry budget began (None: at enqueue).
+    pub budget_started_at: Option<DateTime<Utc>>,
 }
 
 /// Where a recorded outcome moves the intent.

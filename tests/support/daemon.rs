@@ -79,6 +79,19 @@ max_retry_after = "1s"
     path
 }
 
+/// The daemon's log file, next to its config (`<config>.log`), appended to across restarts.
+pub fn log_file(config: &std::path::Path) -> Stdio {
+    let path = config.with_extension("log");
+    match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        Ok(file) => Stdio::from(file),
+        Err(_) => Stdio::null(),
+    }
+}
+
 /// A running `outboxd run` process.
 pub struct Daemon {
     /// The child process.
@@ -95,7 +108,7 @@ impl Daemon {
             .env_remove("OUTBOXD_CONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log_file(config))
             .spawn()
             .expect("start outboxd");
         Daemon { child }

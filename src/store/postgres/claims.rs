@@ -39,7 +39,7 @@ WITH due AS (
 )
 SELECT c.id, c.tenant, c.operation_id, c.action, c.payload, c.payload_version, c.idempotency_key,
        c.attempt_count, c.ambiguous_attempts, c.fencing_token, c.first_sent_at, c.created_at,
-       c.deadline_at, a.attempt_id
+       c.deadline_at, c.budget_attempt_base, c.budget_started_at, a.attempt_id
 FROM claimed c JOIN attempts a ON a.intent_id = c.id
 ORDER BY c.next_attempt_at, c.id
 "#;
@@ -70,7 +70,7 @@ WITH expired AS (
 )
 SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
        attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at, deadline_at,
-       NULL::bigint AS attempt_id
+       budget_attempt_base, budget_started_at, NULL::bigint AS attempt_id
 FROM taken ORDER BY id
 "#;
 
@@ -151,6 +151,8 @@ fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
         first_sent_at: row.try_get("first_sent_at")?,
         created_at: row.try_get("created_at")?,
         deadline_at: row.try_get("deadline_at")?,
+        budget_attempt_base: row.try_get("budget_attempt_base")?,
+        budget_started_at: row.try_get("budget_started_at")?,
     })
 }
 

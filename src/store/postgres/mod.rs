@@ -4,14 +4,18 @@
 
 mod claims;
 mod reads;
+mod retention;
+mod review;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use super::{
-    AttemptRow, ClaimRequest, ClaimedIntent, IntentFilter, IntentRow, OutboxStore, OutcomeRecord,
-    RecordResult, Release, StatusSummary, StoreError,
+    AttemptRow, AuditEntry, Cancellation, ClaimRequest, ClaimedIntent, IntentFilter, IntentRow,
+    NewAuditEntry, OutboxStore, OutcomeRecord, ReconciliationFilter, ReconciliationItem,
+    RecordResult, Release, Resolution, ReviewError, StatusSummary, StoreError, TenantScope,
+    Tombstone,
 };
 use crate::intent::IntentId;
 
@@ -103,5 +107,81 @@ impl OutboxStore for PgStore {
         )
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    async fn list_reconciliation(
+        &self,
+        filter: &ReconciliationFilter,
+    ) -> Result<Vec<ReconciliationItem>, StoreError> {
+        review::list_reconciliation(&self.pool, filter).await
+    }
+
+    async fn get_reconciliation(
+        &self,
+        id: i64,
+        scope: &TenantScope,
+    ) -> Result<Option<ReconciliationItem>, StoreError> {
+        review::get_reconciliation(&self.pool, id, scope).await
+    }
+
+    async fn reconciliation_for_intent(
+        &self,
+        intent_id: IntentId,
+    ) -> Result<Vec<ReconciliationItem>, StoreError> {
+        review::reconciliation_for_intent(&self.pool, intent_id).await
+    }
+
+    async fn resolve_reconciliation(
+        &self,
+        resolution: &Resolution,
+    ) -> Result<ReconciliationItem, ReviewError> {
+        review::resolve_reconciliation(&self.pool, resolution).await
+    }
+
+    async fn cancel_intent(&self, cancellation: &Cancellation) -> Result<IntentRow, ReviewError> {
+        review::cancel_intent(&self.pool, cancellation).await
+    }
+
+    async fn record_probe_finding(
+        &self,
+        item_id: i64,
+        finding: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        review::record_probe_finding(&self.pool, item_id, finding, now).await
+    }
+
+    async fn append_audit(&self, entry: &NewAuditEntry) -> Result<i64, StoreError> {
+        review::append_audit(&self.pool, entry).await
+    }
+
+    async fn list_audit(
+        &self,
+        scope: &TenantScope,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        review::list_audit(&self.pool, scope, before_id, limit).await
+    }
+
+    async fn prune_finished(
+        &self,
+        finished_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        retention::prune_finished(&self.pool, finished_before, now, limit).await
+    }
+
+    async fn prune_tombstones(&self, finished_before: DateTime<Utc>) -> Result<u64, StoreError> {
+        retention::prune_tombstones(&self.pool, finished_before).await
+    }
+
+    async fn find_tombstone(
+        &self,
+        tenant: &str,
+        operation_id: &str,
+    ) -> Result<Option<Tombstone>, StoreError> {
+        retention::find_tombstone(&self.pool, tenant, operation_id).await
     }
 }

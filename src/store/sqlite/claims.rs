@@ -29,7 +29,7 @@ WHERE id IN (
     LIMIT ?5)
 RETURNING id, tenant, operation_id, action, payload, payload_version, idempotency_key,
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-          deadline_at, next_attempt_at
+          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at
 "#;
 
 const OPEN_ATTEMPT_SQL: &str = "INSERT INTO outbox_attempts \
@@ -51,7 +51,7 @@ SET fencing_token = fencing_token + 1, lease_owner = ?2, lease_expires_at = ?3 +
 WHERE id = ?1
 RETURNING id, tenant, operation_id, action, payload, payload_version, idempotency_key,
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-          deadline_at, NULL AS attempt_id
+          deadline_at, budget_attempt_base, budget_started_at, NULL AS attempt_id
 "#;
 
 const RECORD_INTENT_SQL: &str = r#"
@@ -94,6 +94,10 @@ fn claimed_from_row(row: &SqliteRow, attempt_id: Option<i64>) -> Result<ClaimedI
         first_sent_at: row.try_get::<Option<i64>, _>("first_sent_at")?.map(from_ms),
         created_at: from_ms(row.try_get("created_at")?),
         deadline_at: row.try_get::<Option<i64>, _>("deadline_at")?.map(from_ms),
+        budget_attempt_base: row.try_get("budget_attempt_base")?,
+        budget_started_at: row
+            .try_get::<Option<i64>, _>("budget_started_at")?
+            .map(from_ms),
     })
 }
 

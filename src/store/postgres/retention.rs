@@ -1,0 +1,84 @@
+//! Retention on PostgreSQL: prune finished intents (attempts and items cascade) while
+//! keeping a tombstone per operation, and expire old tombstones.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgPool, Row};
+
+use crate::store::{StoreError, Tombstone};
+
+/// Moves up to `$2` intents finished before `$1` to tombstones, in one statement; rows
+/// locked by someone else are skipped. On error nothing is pruned.
+const PRUNE_SQL: &str = r#"
+WITH victims AS (
+    SELECT id FROM outbox_intents
+    WHERE finished_at < $1 AND state IN ('delivered', 'failed', 'cancelled', 'abandoned')
+    ORDER BY finished_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), kept AS (
+    INSERT INTO outbox_tombstones (tenant, operation_id, intent_id, action, payload_sha256,
+                                   idempotency_key, final_state, provider_ref, finished_at, pruned_at)
+    SELECT i.tenant, i.operation_id, i.id, i.action, i.payload_sha256, i.idempotency_key,
+           i.state, i.provider_ref, i.finished_at, $3
+    FROM outbox_intents i JOIN victims v ON v.id = i.id
+    ON CONFLICT (tenant, operation_id) DO NOTHING
+    RETURNING intent_id
+), gone AS (
+    DELETE FROM outbox_intents i USING victims v WHERE i.id = v.id RETURNING i.id
+)
+SELECT count(*) FROM gone
+"#;
+
+pub(super) async fn prune_finished(
+    pool: &PgPool,
+    finished_before: DateTime<Utc>,
+    now: DateTime<Utc>,
+    limit: u32,
+) -> Result<u64, StoreError> {
+    let n: i64 = sqlx::query_scalar(PRUNE_SQL)
+        .bind(finished_before)
+        .bind(i64::from(limit.max(1)))
+        .bind(now)
+        .fetch_one(pool)
+        .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+pub(super) async fn prune_tombstones(
+    pool: &PgPool,
+    finished_before: DateTime<Utc>,
+) -> Result<u64, StoreError> {
+    let done =
+        sqlx::query("DELETE FROM outbox_tombstones WHERE coalesce(finished_at, pruned_at) < $1")
+            .bind(finished_before)
+            .execute(pool)
+            .await?;
+    Ok(done.rows_affected())
+}
+
+pub(super) async fn find_tombstone(
+    pool: &PgPool,
+    tenant: &str,
+    operation_id: &str,
+) -> Result<Option<Tombstone>, StoreError> {
+    let row = sqlx::query(
+        "SELECT tenant, operation_id, intent_id, payload_sha256, final_state, provider_ref, pruned_at \
+         FROM outbox_tombstones WHERE tenant = $1 AND operation_id = $2",
+    )
+    .bind(tenant)
+    .bind(operation_id)
+    .fetch_optional(pool)
+    .await?;
+    row.map(|row| {
+        Ok(Tombstone {
+            tenant: row.try_get("tenant")?,
+            operation_id: row.try_get("operation_id")?,
+            intent_id: row.try_get("intent_id")?,
+            payload_sha256: row.try_get("payload_sha256")?,
+            final_state: row.try_get("final_state")?,
+            provider_ref: row.try_get("provider_ref")?,
+            pruned_at: row.try_get("pruned_at")?,
+        })
+    })
+    .transpose()
+}
