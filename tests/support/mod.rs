@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod db;
 pub mod harness;
 pub mod invariants;
+pub mod pg_cluster;
 
 pub use db::TestDb;
 

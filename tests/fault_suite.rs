@@ -1,0 +1,368 @@
+//! The fault-injection suite: the real `outboxd` binary (several processes where the
+//! scenario says so) against real databases, with producers enqueuing concurrently (some
+//! transactions rolled back, some retried after a lost commit acknowledgement) and a
+//! provider injecting faults at random from a printed seed. Every scenario ends with the
+//! invariant checker's zeros (see `outboxd::checker`).
+//!
+//! `OUTBOXD_FAULT_SEED=N` replays a seed; `OUTBOXD_SOAK=1` runs ten times the intents
+//! and four times the kills (see the README's Guarantees section).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use outboxd::checker::check;
+use outboxd::fake_provider::{FakeProvider, FakeProviderOptions, Fault, RandomFaults};
+use outboxd::store::{connect, Database};
+use outboxd::{enqueue, EnqueueError, NewIntent};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use support::daemon::{wait_settled, write_config, Daemon};
+use support::harness::{test_actions, NOTIFY, REFUND};
+use support::pg_cluster::PgCluster;
+use support::TestDb;
+
+/// One scenario's shape.
+#[derive(Clone)]
+struct Scenario {
+    name: &'static str,
+    intents: usize,
+    producers: usize,
+    replicas: usize,
+    kills: usize,
+    zombie: bool,
+    refuse_for: Option<Duration>,
+}
+
+fn soak() -> bool {
+    std::env::var("OUTBOXD_SOAK").is_ok_and(|v| v == "1")
+}
+
+fn sized(mut s: Scenario) -> Scenario {
+    if soak() {
+        s.intents *= 10;
+        s.kills *= 4;
+    }
+    s
+}
+
+fn seed() -> u64 {
+    std::env::var("OUTBOXD_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random)
+}
+
+fn random_faults(seed: u64) -> RandomFaults {
+    let without = |status: u16| Fault::StatusWithoutApply {
+        status,
+        retry_after: Some("1".into()),
+    };
+    RandomFaults {
+        seed,
+        probability: 0.15,
+        faults: vec![
+            Fault::SleepAfterApply(Duration::from_millis(1500)),
+            Fault::ResetAfterApply,
+            Fault::Status500AfterApply,
+            Fault::LoseResponseAfterApply,
+            Fault::GarbageBodyAfterApply,
+            without(429),
+            without(503),
+        ],
+    }
+}
+
+/// What the producers did: operation ids whose commit they saw succeed, and those they
+/// rolled back on purpose.
+#[derive(Default)]
+struct Produced {
+    committed: BTreeSet<String>,
+    rolled_back: BTreeSet<String>,
+    replays_after_lost_ack: usize,
+}
+
+async fn produce_once(
+    db: &Database,
+    intent: NewIntent,
+    rollback: bool,
+) -> Result<bool, EnqueueError> {
+    match db {
+        Database::Postgres(pool) => {
+            let mut tx = pool.begin().await?;
+            let receipt = enqueue(&mut tx, intent).await?;
+            if rollback {
+                tx.rollback().await?
+            } else {
+                tx.commit().await?
+            }
+            Ok(receipt.replayed)
+        }
+        Database::Sqlite(pool) => {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+            let receipt = enqueue(&mut tx, intent).await?;
+            if rollback {
+                tx.rollback().await?
+            } else {
+                tx.commit().await?
+            }
+            Ok(receipt.replayed)
+        }
+    }
+}
+
+/// Retries transient database errors (a server restart) until the call goes through.
+async fn produce_until_done(db: &Database, intent: &NewIntent, rollback: bool) -> bool {
+    loop {
+        match produce_once(db, intent.clone(), rollback).await {
+            Ok(replayed) => return replayed,
+            Err(EnqueueError::Database(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("producer: {e}"),
+        }
+    }
+}
+
+async fn producer(
+    db: Database,
+    worker: usize,
+    count: usize,
+    seed: u64,
+    produced: Arc<Mutex<Produced>>,
+) {
+    let mut rng = StdRng::seed_from_u64(seed ^ (worker as u64) << 32);
+    for n in 0..count {
+        let op = format!("w{worker}-op{n}");
+        let action = if rng.gen_bool(0.3) { NOTIFY } else { REFUND };
+        let intent = NewIntent::new(
+            "acme",
+            op.clone(),
+            action,
+            json!({"worker": worker, "n": n}),
+        );
+        let roll = rng.gen_range(0..10);
+        if roll == 0 {
+            produce_until_done(&db, &intent, true).await;
+            produced.lock().unwrap().rolled_back.insert(op);
+            continue;
+        }
+        produce_until_done(&db, &intent, false).await;
+        produced.lock().unwrap().committed.insert(op.clone());
+        if roll == 1 {
+            // The commit acknowledgement is "lost": the producer retries the same operation.
+            let replayed = produce_until_done(&db, &intent, false).await;
+            assert!(
+                replayed,
+                "a retry after a lost commit ack must replay ({op})"
+            );
+            produced.lock().unwrap().replays_after_lost_ack += 1;
+        }
+        if n % 25 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// Waits until the provider has seen `n` requests (a progress point for the next fault).
+async fn progress(provider: &FakeProvider, n: usize) {
+    provider
+        .wait_for_requests(n, Duration::from_secs(120))
+        .await;
+}
+
+/// Runs `scenario` against the database at `url` and returns the checker's report.
+async fn run(scenario: Scenario, url: &str, db: &Database, cluster: Option<&PgCluster>) {
+    let seed = seed();
+    println!(
+        "== scenario {} on {}: seed {seed} (replay with OUTBOXD_FAULT_SEED={seed})",
+        scenario.name,
+        db.backend_name()
+    );
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    provider.set_random_faults(random_faults(seed));
+    let dir = tempfile::tempdir().unwrap();
+    let configs: Vec<_> = (0..scenario.replicas)
+        .map(|i| {
+            write_config(
+                dir.path(),
+                &format!("{}-{i}", scenario.name),
+                url,
+                &provider,
+            )
+        })
+        .collect();
+    let mut daemons: Vec<Daemon> = configs.iter().map(|c| Daemon::start(c)).collect();
+    let produced = Arc::new(Mutex::new(Produced::default()));
+    let per = scenario.intents / scenario.producers;
+    let producers: Vec<_> = (0..scenario.producers)
+        .map(|w| tokio::spawn(producer(db.clone(), w, per, seed, produced.clone())))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let step = scenario.intents / (scenario.kills + 3);
+    for k in 0..scenario.kills {
+        progress(&provider, step * (k + 1)).await;
+        let victim = rng.gen_range(0..daemons.len());
+        daemons.remove(victim).kill_hard();
+        daemons.insert(victim, Daemon::start(&configs[victim]));
+    }
+    if scenario.zombie {
+        progress(&provider, step).await;
+        daemons[0].signal("STOP");
+        // Paused past its 3 s lease: the others take its claims over.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        daemons[0].signal("CONT");
+    }
+    if let Some(outage) = scenario.refuse_for {
+        progress(&provider, step).await;
+        provider.set_refusing(true).await.unwrap();
+        tokio::time::sleep(outage).await;
+        provider.set_refusing(false).await.unwrap();
+    }
+    if let Some(cluster) = cluster {
+        progress(&provider, step).await;
+        cluster.stop();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        cluster.start_again();
+    }
+    for p in producers {
+        p.await.unwrap();
+    }
+    let settled = wait_settled(db, Duration::from_secs(240)).await;
+    provider.clear_random_faults();
+    for d in daemons {
+        d.terminate();
+    }
+    let actions = test_actions(&provider, Duration::from_secs(24 * 3600));
+    let report = check(db.store().as_ref(), &provider, &actions, true)
+        .await
+        .unwrap();
+    let produced = produced.lock().unwrap();
+    let store = db.store();
+    let mut missing = 0;
+    for op in &produced.committed {
+        if store.find_intent("acme", op).await.unwrap().is_none() {
+            missing += 1;
+        }
+    }
+    let mut resurrected = 0;
+    for op in &produced.rolled_back {
+        if store.find_intent("acme", op).await.unwrap().is_some() {
+            resurrected += 1;
+        }
+    }
+    println!(
+        "== {} / {} seed={seed}: producers committed={} rolled_back={} replays_after_lost_ack={} | committed_but_missing={missing} rolled_back_but_present={resurrected}\n   checker: {report}",
+        scenario.name, db.backend_name(), produced.committed.len(), produced.rolled_back.len(), produced.replays_after_lost_ack
+    );
+    assert!(
+        settled,
+        "{}: the outbox did not settle (seed {seed})",
+        scenario.name
+    );
+    assert_eq!(
+        (missing, resurrected),
+        (0, 0),
+        "{}: producer contract broken (seed {seed})",
+        scenario.name
+    );
+    assert_eq!(
+        report.committed,
+        produced.committed.len(),
+        "{} (seed {seed})",
+        scenario.name
+    );
+    assert!(
+        report.is_clean(),
+        "{}: {report} (seed {seed})",
+        scenario.name
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_storm_sqlite() {
+    let t = TestDb::sqlite().await;
+    let s = sized(Scenario {
+        name: "sigkill",
+        intents: 1200,
+        producers: 3,
+        replicas: 1,
+        kills: 6,
+        zombie: false,
+        refuse_for: None,
+    });
+    run(s, &t.url, &t.db, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_storm_postgres() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let s = sized(Scenario {
+        name: "sigkill",
+        intents: 2000,
+        producers: 4,
+        replicas: 2,
+        kills: 6,
+        zombie: false,
+        refuse_for: None,
+    });
+    run(s, &t.url, &t.db, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_with_a_paused_zombie_postgres() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let s = sized(Scenario {
+        name: "zombie",
+        intents: 2000,
+        producers: 4,
+        replicas: 3,
+        kills: 0,
+        zombie: true,
+        refuse_for: None,
+    });
+    run(s, &t.url, &t.db, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn provider_refuses_connections_for_a_while_sqlite() {
+    let t = TestDb::sqlite().await;
+    let s = sized(Scenario {
+        name: "provider-outage",
+        intents: 1000,
+        producers: 2,
+        replicas: 1,
+        kills: 0,
+        zombie: false,
+        refuse_for: Some(Duration::from_secs(2)),
+    });
+    run(s, &t.url, &t.db, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_server_restarted_mid_run() {
+    if TestDb::postgres().await.is_none() {
+        return;
+    }
+    let Some(cluster) = PgCluster::start() else {
+        panic!("PostgreSQL binaries (initdb, pg_ctl) are required for the restart scenario");
+    };
+    let url = cluster.url();
+    let db = connect(&url, 8).await.unwrap();
+    db.migrate().await.unwrap();
+    let s = sized(Scenario {
+        name: "pg-restart",
+        intents: 1500,
+        producers: 3,
+        replicas: 2,
+        kills: 0,
+        zombie: false,
+        refuse_for: None,
+    });
+    run(s, &url, &db, Some(&cluster)).await;
+}
