@@ -238,7 +238,7 @@ async fn run(scenario: Scenario, url: &str, db: &Database, cluster: Option<&PgCl
     let report = check(db.store().as_ref(), &provider, &actions, true)
         .await
         .unwrap();
-    let produced = produced.lock().unwrap();
+    let produced = std::mem::take(&mut *produced.lock().unwrap());
     let store = db.store();
     let mut missing = 0;
     for op in &produced.committed {
