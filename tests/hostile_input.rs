@@ -1,0 +1,229 @@
+//! Bad and hostile input: property tests for the canonical digest, deeply nested and
+//! oversized payloads refused at enqueue, providers that answer with huge or endless bodies
+//! or redirects, and secrets that must never reach logs or printed configuration.
+
+mod support;
+
+use std::time::Duration;
+
+use outboxd::action::AttemptClass;
+use outboxd::digest::payload_digest;
+use outboxd::fake_provider::{Fault, FaultRule, Matcher};
+use outboxd::intent::{ActionName, IntentState};
+use outboxd::{EnqueueError, NewIntent};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use support::harness::{Harness, NOTIFY, REFUND};
+use support::invariants::assert_invariants;
+use support::TestDb;
+
+/// Arbitrary JSON values of bounded depth.
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        (-1.0e12f64..1.0e12).prop_map(|f| json!(f)),
+        "\\PC{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::btree_map("[a-zé😀]{0,6}", inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Writes `v` as JSON with members in reverse order, extra whitespace and every non-ASCII
+/// character as a `\u` escape: a different text of the same value.
+fn rewrite(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            out.push_str("{ ");
+            for (i, (k, val)) in m.iter().rev().enumerate() {
+                if i > 0 {
+                    out.push_str(" ,\n ");
+                }
+                escape_all(k, out);
+                out.push_str(" :\t");
+                rewrite(val, out);
+            }
+            out.push_str(" }");
+        }
+        Value::Array(a) => {
+            out.push_str("[ ");
+            for (i, val) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(" , ");
+                }
+                rewrite(val, out);
+            }
+            out.push_str(" ]");
+        }
+        Value::String(s) => escape_all(s, out),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn escape_all(s: &str, out: &mut String) {
+    out.push('"');
+    for unit in s.encode_utf16() {
+        let c = char::from_u32(u32::from(unit));
+        match c {
+            Some(c) if c.is_ascii() && c != '"' && c != '\\' && !c.is_ascii_control() => {
+                out.push(c)
+            }
+            _ => out.push_str(&format!("\\u{unit:04x}")),
+        }
+    }
+    out.push('"');
+}
+
+fn digest_of(payload: &Value) -> Option<String> {
+    let action = ActionName::parse("act").unwrap();
+    payload_digest(&action, 1, payload)
+        .ok()
+        .map(|d| d.as_str().to_owned())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Key order, whitespace and `\u` escapes never change the digest.
+    #[test]
+    fn digest_ignores_form(members in prop::collection::btree_map("[a-z]{1,5}", arb_json(), 0..6)) {
+        let payload = Value::Object(members.into_iter().collect());
+        let mut text = String::new();
+        rewrite(&payload, &mut text);
+        let reparsed: Value = serde_json::from_str(&text).unwrap();
+        prop_assert_eq!(digest_of(&payload), digest_of(&reparsed));
+    }
+
+    /// Any change of a value changes the digest.
+    #[test]
+    fn digest_sees_every_value_change(
+        members in prop::collection::btree_map("[a-z]{1,5}", arb_json(), 1..6),
+        replacement in arb_json(),
+    ) {
+        let payload = Value::Object(members.clone().into_iter().collect());
+        let (key, old) = members.iter().next().unwrap();
+        prop_assume!(old != &replacement);
+        let mut changed = payload.clone();
+        changed[key] = replacement;
+        prop_assert_ne!(digest_of(&payload), digest_of(&changed));
+    }
+}
+
+async fn enqueue_error(h: &Harness, intent: NewIntent) -> EnqueueError {
+    match &h.db {
+        outboxd::store::Database::Postgres(pool) => {
+            let mut tx = pool.begin().await.unwrap();
+            outboxd::enqueue(&mut tx, intent).await.unwrap_err()
+        }
+        outboxd::store::Database::Sqlite(pool) => {
+            let mut tx = pool.begin().await.unwrap();
+            outboxd::enqueue(&mut tx, intent).await.unwrap_err()
+        }
+    }
+}
+
+/// Deeply nested and oversized payloads are refused with an error naming the problem.
+async fn hostile_payloads_are_refused(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let mut deep = json!("bottom");
+    for _ in 0..100 {
+        deep = json!([deep]);
+    }
+    let err = enqueue_error(
+        &h,
+        NewIntent::new("acme", "deep", REFUND, json!({ "d": deep })),
+    )
+    .await;
+    assert!(
+        err.to_string().contains("nested more than 32 levels"),
+        "{err}"
+    );
+    let wide: serde_json::Map<String, Value> =
+        (0..40_000).map(|i| (format!("k{i}"), json!(i))).collect();
+    let err = enqueue_error(
+        &h,
+        NewIntent::new("acme", "wide", REFUND, Value::Object(wide)),
+    )
+    .await;
+    assert!(err.to_string().contains("the limit is 262144"), "{err}");
+    let err = enqueue_error(
+        &h,
+        NewIntent::new("acme", "nul", REFUND, json!({"s": "a\u{0}b"})),
+    )
+    .await;
+    assert!(err.to_string().contains("NUL"), "{err}");
+    assert_eq!(
+        support::harness::scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+        0
+    );
+    drop(deep);
+}
+
+/// A provider answering with a huge or endless body is cut off at the size limit; the
+/// attempt is classified (ambiguous: it may have acted) and a keyed action is retried.
+async fn huge_and_endless_bodies_are_cut_off(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let huge = h.enqueue_simple("op-huge", REFUND).await;
+    let endless = h.enqueue_simple("op-endless", NOTIFY).await;
+    let once = |key: &str, fault| FaultRule {
+        matcher: Matcher::Key(key.to_owned()),
+        fault,
+        times: 1,
+    };
+    h.provider.push_fault(once(
+        &huge.idempotency_key,
+        Fault::HugeBodyAfterApply(8 * 1024 * 1024),
+    ));
+    h.provider
+        .push_fault(once(&endless.idempotency_key, Fault::EndlessBodyAfterApply));
+    let step = tokio::time::timeout(Duration::from_secs(30), h.dispatcher.run_once())
+        .await
+        .expect("endless body must not hang")
+        .unwrap();
+    assert_eq!(step.claimed, 2);
+    let attempts = h.store.list_attempts(huge.intent_id).await.unwrap();
+    assert_eq!(attempts[0].class, Some(AttemptClass::Ambiguous));
+    assert_eq!(
+        h.intent(endless.intent_id).await.state,
+        IntentState::Unknown
+    );
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(h.intent(huge.intent_id).await.state, IntentState::Delivered);
+    assert_invariants(&h).await;
+}
+
+/// Redirects are never followed: one request, to the provider only.
+async fn redirects_are_not_followed(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-redirect", NOTIFY).await;
+    let target = h.provider.url("/keyed/elsewhere");
+    h.provider.push_fault(FaultRule {
+        matcher: Matcher::Key(r.idempotency_key.clone()),
+        fault: Fault::RedirectWithoutApply(target),
+        times: 1,
+    });
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(
+        h.provider.request_count(),
+        1,
+        "the Location was not requested"
+    );
+    let attempts = h.store.list_attempts(r.intent_id).await.unwrap();
+    assert_eq!(
+        (attempts[0].class, attempts[0].http_status),
+        (Some(AttemptClass::Ambiguous), Some(302))
+    );
+}
+
+both_backends!(
+    hostile_payloads_are_refused,
+    huge_and_endless_bodies_are_cut_off,
+    redirects_are_not_followed
+);
