@@ -17,6 +17,7 @@
 //! * [`dispatch`] — claim → deliver → classify → decide → record, and the retry rules.
 //! * [`daemon`] — `outboxd run`: wires the database, actions and dispatcher together.
 //! * [`fake_provider`] — a fault-injecting HTTP provider on loopback (tests, demo, benchmarks).
+//! * [`bench`] — the end-to-end benchmark and the ceilings it is measured against.
 //! * [`checker`] — the invariants every run must keep, checked against the fake provider.
 //! * [`cli`], [`status`], [`telemetry`] — the command line, `outboxd status`, logging.
 //! * [`store`] — the outbox schema, migrations and every SQL statement the daemon issues,
@@ -25,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod bench;
 pub mod checker;
 pub mod cli;
 pub mod config;

@@ -1,0 +1,241 @@
+//! The ceilings and the floor the end-to-end figure is compared with, measured in the same
+//! run on the same database: a minimal batched queue on a plain table (raw), the
+//! dispatcher's own claim → attempt → outcome statements without HTTP, the same HTTP
+//! requests without a database, and a naive one-row-at-a-time dispatcher.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures_util::stream::{self, StreamExt};
+
+use super::report::Report;
+use super::setup::{seed, BenchDb, ACTION};
+use super::{BenchError, BenchOptions};
+use crate::action::AttemptClass;
+use crate::fake_provider::FakeProvider;
+use crate::provider::{DeliveryRequest, ProviderClient, ProviderSettings};
+use crate::store::{AttemptRecord, ClaimRequest, Database, OutcomeRecord, Transition};
+
+/// Intents per claim, and deliveries in flight, for every dispatcher-shaped measurement.
+pub const BATCH: u32 = 64;
+
+fn claim_request(owner: &str, limit: u32) -> ClaimRequest {
+    ClaimRequest {
+        owner: owner.into(),
+        lease: Duration::from_secs(60),
+        limit,
+        actions: vec![ACTION.to_owned()],
+        now: Utc::now(),
+    }
+}
+
+fn delivered(intent_id: i64, fencing_token: i64, attempt_id: Option<i64>) -> OutcomeRecord {
+    OutcomeRecord {
+        intent_id,
+        fencing_token,
+        attempt: attempt_id.map(|attempt_id| AttemptRecord {
+            attempt_id,
+            class: AttemptClass::Delivered,
+            http_status: Some(200),
+            error: None,
+            provider_ref: Some(format!("ref_{intent_id}")),
+            duration: Duration::from_millis(1),
+            started_at: Utc::now(),
+        }),
+        transition: Transition::Delivered {
+            provider_ref: Some(format!("ref_{intent_id}")),
+        },
+        now: Utc::now(),
+    }
+}
+
+const RAW_PG: [&str; 3] = [
+    "CREATE TABLE bench_raw_queue (id BIGSERIAL PRIMARY KEY, state TEXT NOT NULL, payload JSONB NOT NULL)",
+    "CREATE INDEX bench_raw_pending ON bench_raw_queue (id) WHERE state = 'pending'",
+    "INSERT INTO bench_raw_queue (state, payload) SELECT 'pending', jsonb_build_object('n', g, 'amount', 1250, 'note', repeat('x', 160)) FROM generate_series(1, $1::bigint) g",
+];
+
+const RAW_SQLITE: [&str; 3] = [
+    "CREATE TABLE bench_raw_queue (id INTEGER PRIMARY KEY, state TEXT NOT NULL, payload TEXT NOT NULL)",
+    "CREATE INDEX bench_raw_pending ON bench_raw_queue (id) WHERE state = 'pending'",
+    "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?1) INSERT INTO bench_raw_queue (state, payload) SELECT 'pending', json_object('n', n, 'amount', 1250, 'note', printf('%.160c', 'x')) FROM g",
+];
+
+/// (2a) The raw ceiling: one statement claims 100 due rows, one marks them done.
+pub async fn raw_queue(options: &BenchOptions, report: &mut Report) -> Result<(), BenchError> {
+    let bench = BenchDb::create(&options.database, "raw").await?;
+    let n = options.intents as i64;
+    let start;
+    let mut done = 0usize;
+    match &bench.db {
+        Database::Postgres(pool) => {
+            sqlx::query(RAW_PG[0]).execute(pool).await?;
+            sqlx::query(RAW_PG[1]).execute(pool).await?;
+            sqlx::query(RAW_PG[2]).bind(n).execute(pool).await?;
+            sqlx::query("ANALYZE bench_raw_queue").execute(pool).await?;
+            start = Instant::now();
+            loop {
+                let ids: Vec<i64> = sqlx::query_scalar(
+                    "WITH c AS (SELECT id FROM bench_raw_queue WHERE state = 'pending' ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED) \
+                     UPDATE bench_raw_queue q SET state = 'in_flight' FROM c WHERE q.id = c.id RETURNING q.id",
+                ).fetch_all(pool).await?;
+                if ids.is_empty() {
+                    break;
+                }
+                sqlx::query("UPDATE bench_raw_queue SET state = 'done' WHERE id = ANY($1)")
+                    .bind(&ids)
+                    .execute(pool)
+                    .await?;
+                done += ids.len();
+            }
+        }
+        Database::Sqlite(pool) => {
+            sqlx::query(RAW_SQLITE[0]).execute(pool).await?;
+            sqlx::query(RAW_SQLITE[1]).execute(pool).await?;
+            sqlx::query(RAW_SQLITE[2]).bind(n).execute(pool).await?;
+            start = Instant::now();
+            loop {
+                let ids: Vec<i64> = sqlx::query_scalar(
+                    "UPDATE bench_raw_queue SET state = 'in_flight' WHERE id IN (SELECT id FROM bench_raw_queue WHERE state = 'pending' ORDER BY id LIMIT 100) RETURNING id",
+                ).fetch_all(pool).await?;
+                if ids.is_empty() {
+                    break;
+                }
+                let list = serde_json::to_string(&ids).unwrap_or_default();
+                sqlx::query("UPDATE bench_raw_queue SET state = 'done' WHERE id IN (SELECT value FROM json_each(?1))").bind(list).execute(pool).await?;
+                done += ids.len();
+            }
+        }
+    }
+    report.rate(
+        "raw_db",
+        "(2a) raw DB ceiling: claim 100 + mark done, plain table",
+        done,
+        start.elapsed(),
+    );
+    bench.drop_now().await;
+    Ok(())
+}
+
+/// (2b) The dispatcher's own SQL: claim (with attempt rows) → record outcomes, no HTTP.
+pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), BenchError> {
+    let bench = BenchDb::create(&options.database, "ownsql").await?;
+    seed(&bench.db, options.intents, 0, "pending").await?;
+    let store = bench.db.store();
+    let start = Instant::now();
+    let mut done = 0;
+    loop {
+        let claimed = store
+            .claim_due(&claim_request("bench-own-sql", BATCH))
+            .await?;
+        if claimed.is_empty() {
+            break;
+        }
+        let outcomes: Vec<_> = claimed
+            .iter()
+            .map(|c| delivered(c.id, c.fencing_token, c.attempt_id))
+            .collect();
+        store.record_outcomes(&outcomes).await?;
+        done += claimed.len();
+    }
+    report.rate(
+        "own_sql",
+        "(2b) dispatcher's own SQL, HTTP removed",
+        done,
+        start.elapsed(),
+    );
+    bench.drop_now().await;
+    Ok(())
+}
+
+/// A provider client for the benchmark's loopback provider.
+pub fn client(provider: &FakeProvider) -> Result<ProviderClient, BenchError> {
+    let base = provider
+        .base_url()
+        .parse()
+        .map_err(|e| BenchError::Failed(format!("provider URL: {e}")))?;
+    let mut settings = ProviderSettings::new("bench", base);
+    settings.allow_private_addresses = true;
+    ProviderClient::new(&settings).map_err(|e| BenchError::Failed(e.to_string()))
+}
+
+fn request(n: usize) -> DeliveryRequest {
+    let payload = serde_json::json!({"n": n, "amount": 1250, "note": "x".repeat(160)});
+    DeliveryRequest::json(
+        reqwest::Method::POST,
+        "/keyed/bench",
+        format!("http-ceiling-{n}-{}", std::process::id()),
+        &payload,
+    )
+}
+
+/// (3) The HTTP ceiling: the same requests to the same provider, no database.
+pub async fn http(
+    options: &BenchOptions,
+    provider: &FakeProvider,
+    report: &mut Report,
+) -> Result<(), BenchError> {
+    let client = client(provider)?;
+    let start = Instant::now();
+    let ok = stream::iter(0..options.intents)
+        .map(|n| {
+            let client = &client;
+            async move { client.send(&request(n)).await }
+        })
+        .buffer_unordered(BATCH as usize)
+        .filter(|o| {
+            std::future::ready(matches!(
+                o,
+                crate::provider::Observation::Response { status: 200, .. }
+            ))
+        })
+        .count()
+        .await;
+    report.rate(
+        "http",
+        "(3) HTTP ceiling, database removed",
+        ok,
+        start.elapsed(),
+    );
+    Ok(())
+}
+
+/// (4) The floor: claim one row, send, record, repeat.
+pub async fn naive(
+    options: &BenchOptions,
+    provider: &FakeProvider,
+    report: &mut Report,
+) -> Result<(), BenchError> {
+    let bench = BenchDb::create(&options.database, "naive").await?;
+    let n = options.intents.min(3000);
+    seed(&bench.db, n, 0, "pending").await?;
+    let store = bench.db.store();
+    let client = client(provider)?;
+    let start = Instant::now();
+    let mut done = 0;
+    loop {
+        let claimed = store.claim_due(&claim_request("bench-naive", 1)).await?;
+        let Some(c) = claimed.first() else { break };
+        let path = "/keyed/naive".to_owned();
+        let _ = client
+            .send(&DeliveryRequest::json(
+                reqwest::Method::POST,
+                path,
+                c.idempotency_key.clone(),
+                &c.payload,
+            ))
+            .await;
+        store
+            .record_outcomes(&[delivered(c.id, c.fencing_token, c.attempt_id)])
+            .await?;
+        done += 1;
+    }
+    report.rate(
+        "naive",
+        "(4) naive floor: one row at a time, sequential HTTP",
+        done,
+        start.elapsed(),
+    );
+    bench.drop_now().await;
+    Ok(())
+}

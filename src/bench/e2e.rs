@@ -1,0 +1,290 @@
+//! End-to-end throughput of the real daemon: `outboxd run` as a child process drains
+//! pre-seeded intents to the loopback provider; the rate is taken from the database (first
+//! attempt start to last recorded outcome), and the child's peak RSS and CPU time from
+//! `/proc`. Shapes: an empty table, a large finished history, a large backlog, and a
+//! REPEATABLE READ transaction held open by another client.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::ceilings::BATCH;
+use super::report::Report;
+use super::setup::{seed, BenchDb, ACTION};
+use super::{BenchError, BenchOptions};
+use crate::fake_provider::FakeProvider;
+use crate::store::Database;
+
+/// What the table holds when the drain starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Shape {
+    /// Only the intents to drain.
+    Empty,
+    /// Plus this many finished intents.
+    History(usize),
+    /// This many due intents; the rate over the first `intents` is measured.
+    Backlog(usize),
+    /// A REPEATABLE READ transaction is held open for this many seconds by another client.
+    LongTransaction(u64),
+}
+
+fn config(url: &str, provider: &FakeProvider) -> String {
+    format!(
+        "[database]\nurl = \"{url}\"\nmax_connections = 8\n\
+         [dispatcher]\nowner = \"bench\"\nbatch_size = {BATCH}\nconcurrency = {BATCH}\nlease = \"30s\"\npoll_interval = \"50ms\"\n\
+         [admin]\nlisten = \"127.0.0.1:0\"\n[logging]\nformat = \"json\"\nlevel = \"warn\"\n\
+         [providers.bench]\nbase_url = \"{}\"\nallow_private_addresses = true\nconnect_timeout = \"1s\"\nrequest_timeout = \"5s\"\n\
+         [actions.{ACTION}]\nprovider = \"bench\"\nmethod = \"POST\"\npath = \"/keyed/bench\"\nretry_safety = \"idempotent_with_key\"\nreference_pointer = \"/id\"\n",
+        provider.base_url()
+    )
+}
+
+fn start_daemon(
+    options: &BenchOptions,
+    url: &str,
+    provider: &FakeProvider,
+) -> Result<(Child, std::path::PathBuf), BenchError> {
+    let path = std::env::temp_dir().join(format!("outboxd-bench-{}.toml", std::process::id()));
+    std::fs::write(&path, config(url, provider))?;
+    let child = Command::new(&options.daemon_binary)
+        .args(["run", "--config"])
+        .arg(&path)
+        .env_remove("OUTBOXD_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    Ok((child, path))
+}
+
+/// Peak RSS (KiB) and CPU seconds of a running process, from /proc.
+fn resources(pid: u32) -> (u64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (hwm, (ticks(11) + ticks(12)) / 100.0)
+}
+
+async fn count(db: &Database, sql: &str) -> Result<i64, BenchError> {
+    Ok(match db {
+        Database::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+        Database::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+    })
+}
+
+/// Milliseconds from the first attempt's start to the `n`-th recorded outcome.
+async fn span_ms(db: &Database, n: usize) -> Result<f64, BenchError> {
+    let offset = n.saturating_sub(1);
+    let (first, nth): (f64, f64) = match db {
+        Database::Postgres(pool) => sqlx::query_as(&format!(
+            "SELECT (SELECT extract(epoch FROM min(started_at)) * 1000 FROM outbox_attempts)::float8, \
+             (SELECT extract(epoch FROM finished_at) * 1000 FROM outbox_intents WHERE state = 'delivered' \
+              AND attempt_count > 0 AND finished_at IS NOT NULL ORDER BY finished_at LIMIT 1 OFFSET {offset})::float8"
+        )).fetch_one(pool).await?,
+        Database::Sqlite(pool) => sqlx::query_as(&format!(
+            "SELECT CAST((SELECT min(started_at) FROM outbox_attempts) AS REAL), \
+             CAST((SELECT finished_at FROM outbox_intents i WHERE state = 'delivered' AND EXISTS \
+              (SELECT 1 FROM outbox_attempts a WHERE a.intent_id = i.id) ORDER BY finished_at LIMIT 1 OFFSET {offset}) AS REAL)"
+        )).fetch_one(pool).await?,
+    };
+    Ok((nth - first).max(1.0))
+}
+
+async fn wait_delivered(db: &Database, n: usize, limit: Duration) -> Result<(), BenchError> {
+    let until = Instant::now() + limit;
+    let sql = "SELECT count(*) FROM outbox_intents WHERE finished_at IS NOT NULL AND attempt_count > 0 AND state = 'delivered'";
+    while Instant::now() < until {
+        if count(db, sql).await? as usize >= n {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(BenchError::Failed(format!(
+        "fewer than {n} intents delivered within {limit:?}"
+    )))
+}
+
+/// Starts the daemon for the latency run.
+pub fn start_for_latency(
+    options: &BenchOptions,
+    url: &str,
+    provider: &FakeProvider,
+) -> Result<(Child, std::path::PathBuf), BenchError> {
+    start_daemon(options, url, provider)
+}
+
+/// Waits until the daemon's LISTEN connection is registered (PostgreSQL).
+pub async fn wait_ready(db: &Database, limit: Duration) -> Result<(), BenchError> {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        let listening = count(
+            db,
+            "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%'",
+        )
+        .await?;
+        if listening > 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(BenchError::Failed(
+        "the daemon did not start listening".into(),
+    ))
+}
+
+/// Waits until `n` intents are finished.
+pub async fn wait_all_finished(db: &Database, n: usize, limit: Duration) -> Result<(), BenchError> {
+    wait_delivered(db, n, limit).await
+}
+
+/// Stops a daemon started here.
+pub fn stop_child(child: Child) {
+    stop(child)
+}
+
+fn stop(mut child: Child) {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
+}
+
+/// Measures one shape and adds its rows to the report.
+pub async fn throughput(
+    options: &BenchOptions,
+    provider: &FakeProvider,
+    shape: Shape,
+    report: &mut Report,
+) -> Result<(), BenchError> {
+    let label = match shape {
+        Shape::Empty => "e2e",
+        Shape::History(_) => "history",
+        Shape::Backlog(_) => "backlog",
+        Shape::LongTransaction(_) => "longtx",
+    };
+    let bench = BenchDb::create(&options.database, label).await?;
+    let n = options.intents;
+    match shape {
+        Shape::Empty => seed(&bench.db, n, 0, "pending").await?,
+        Shape::LongTransaction(secs) => {
+            // Enough backlog for both windows at the empty-table rate.
+            let rate = report.get("e2e").unwrap_or(5_000.0);
+            let rows = (rate * secs as f64 * 2.5) as usize;
+            seed(&bench.db, rows.max(n), 0, "pending").await?
+        }
+        Shape::History(m) => {
+            seed(&bench.db, m, 0, "delivered").await?;
+            seed(&bench.db, n, m, "pending").await?;
+        }
+        Shape::Backlog(m) => seed(&bench.db, m.max(n), 0, "pending").await?,
+    }
+    if let Shape::LongTransaction(secs) = shape {
+        return long_transaction(options, provider, &bench, secs, report).await;
+    }
+    let (child, _config) = start_daemon(options, &bench.url, provider)?;
+    let pid = child.id();
+    let waited = wait_delivered(&bench.db, n, Duration::from_secs(1800)).await;
+    let (rss_kib, cpu) = resources(pid);
+    stop(child);
+    waited?;
+    let ms = span_ms(&bench.db, n).await?;
+    let rate = n as f64 * 1000.0 / ms;
+    match shape {
+        Shape::Empty => {
+            report.value(
+                "e2e",
+                "(1) end-to-end: outboxd run draining the backlog",
+                rate,
+                "intents/s",
+            );
+            report.value(
+                "rss",
+                "(7) dispatcher peak RSS while draining",
+                rss_kib as f64 / 1024.0,
+                "MiB",
+            );
+            report.value(
+                "cpu",
+                "(7) dispatcher CPU per 10,000 intents",
+                cpu * 10_000.0 / n as f64,
+                "s",
+            );
+        }
+        Shape::History(m) => report.value(
+            "history",
+            &format!("(6) end-to-end with {m} finished intents in the table"),
+            rate,
+            "intents/s",
+        ),
+        Shape::Backlog(m) => report.value(
+            "backlog",
+            &format!("(6) end-to-end over the first {n} of a {m} backlog"),
+            rate,
+            "intents/s",
+        ),
+        Shape::LongTransaction(_) => {}
+    }
+    bench.drop_now().await;
+    Ok(())
+}
+
+/// Throughput while another client holds a REPEATABLE READ transaction open, then after.
+async fn long_transaction(
+    options: &BenchOptions,
+    provider: &FakeProvider,
+    bench: &BenchDb,
+    secs: u64,
+    report: &mut Report,
+) -> Result<(), BenchError> {
+    let Database::Postgres(pool) = &bench.db else {
+        return Ok(());
+    };
+    let mut holder = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *holder)
+        .await?;
+    let _: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_intents WHERE id < 10")
+        .fetch_one(&mut *holder)
+        .await?;
+    let sql = "SELECT count(*) FROM outbox_intents WHERE state = 'delivered'";
+    let (child, _config) = start_daemon(options, &bench.url, provider)?;
+    let before = count(&bench.db, sql).await?;
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let during = count(&bench.db, sql).await? - before;
+    holder.rollback().await?;
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let after = count(&bench.db, sql).await? - before - during;
+    stop(child);
+    let backlog_left = count(
+        &bench.db,
+        "SELECT count(*) FROM outbox_intents WHERE state = 'pending'",
+    )
+    .await?;
+    report.value(
+        "longtx_during",
+        &format!("(6) while a REPEATABLE READ transaction is open ({secs} s)"),
+        during as f64 / secs as f64,
+        "intents/s",
+    );
+    report.value(
+        "longtx_after",
+        &format!("(6) after it ends (next {secs} s; backlog left {backlog_left})"),
+        after as f64 / secs as f64,
+        "intents/s",
+    );
+    Ok(())
+}

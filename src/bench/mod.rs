@@ -1,0 +1,123 @@
+//! `outboxd bench`: an end-to-end benchmark that measures its own ceilings in the same run,
+//! so its figures are ratios that survive a noisy machine.
+//!
+//! For one backend it prints: end-to-end dispatch throughput of the real `outboxd run`
+//! process draining pre-enqueued intents to a fast loopback provider; the raw database
+//! ceiling (a minimal batched `SKIP LOCKED` queue on a plain table); the dispatcher's own
+//! SQL without HTTP; the HTTP ceiling without a database; a naive one-at-a-time dispatcher
+//! (the floor); latency under a steady offered load (PostgreSQL); throughput with a large
+//! finished history and with a large backlog; the daemon's peak RSS and CPU per 10,000
+//! intents; and the producer overhead of `enqueue` against a plain insert.
+//!
+//! Files: [`setup`] (fresh database, seeding), [`ceilings`] (raw, own SQL, HTTP, naive),
+//! [`e2e`] (the daemon as a child process, resources), [`latency`] (offered load),
+//! [`producer`] (enqueue overhead), [`report`] (the table).
+
+pub mod ceilings;
+pub mod e2e;
+pub mod latency;
+pub mod producer;
+pub mod report;
+pub mod setup;
+
+use std::time::Duration;
+
+use crate::fake_provider::{FakeProvider, FakeProviderOptions};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// `postgres://...` or `sqlite` (a temporary file).
+    pub database: String,
+    /// Intents drained in the throughput runs.
+    pub intents: usize,
+    /// Rows of history / backlog for the scale runs (0 skips them).
+    pub scale_rows: usize,
+    /// Offered load for the latency run, intents per second (PostgreSQL only; 0 skips).
+    pub offered_rate: u32,
+    /// Duration of the latency run.
+    pub offered_for: Duration,
+    /// Seconds a REPEATABLE READ transaction is held open during a throughput run (0 skips).
+    pub long_transaction_secs: u64,
+    /// Commits measured for the producer overhead (0 skips).
+    pub producer_commits: usize,
+    /// The `outboxd` binary to run as the dispatcher.
+    pub daemon_binary: std::path::PathBuf,
+}
+
+/// Why the benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Database trouble.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Store trouble.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Opening the database.
+    #[error(transparent)]
+    Connect(#[from] crate::store::connect::ConnectError),
+    /// Migrating.
+    #[error(transparent)]
+    Migrate(#[from] crate::store::migrate::MigrateError),
+    /// Local I/O (the provider, the child process).
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// Something else went wrong, described.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Starts the fast loopback provider the benchmark delivers to (no per-request records).
+pub fn fast_provider() -> Result<FakeProvider, BenchError> {
+    Ok(FakeProvider::start(FakeProviderOptions {
+        record_requests: false,
+        ..FakeProviderOptions::default()
+    })?)
+}
+
+/// Runs every measurement for one backend and prints the table.
+pub async fn run(options: &BenchOptions) -> Result<report::Report, BenchError> {
+    let mut report = report::Report::new(options);
+    let provider = fast_provider()?;
+    report.section("ceilings");
+    ceilings::raw_queue(options, &mut report).await?;
+    ceilings::own_sql(options, &mut report).await?;
+    ceilings::http(options, &provider, &mut report).await?;
+    ceilings::naive(options, &provider, &mut report).await?;
+    report.section("end to end");
+    e2e::throughput(options, &provider, e2e::Shape::Empty, &mut report).await?;
+    if options.scale_rows > 0 {
+        e2e::throughput(
+            options,
+            &provider,
+            e2e::Shape::History(options.scale_rows),
+            &mut report,
+        )
+        .await?;
+        e2e::throughput(
+            options,
+            &provider,
+            e2e::Shape::Backlog(options.scale_rows),
+            &mut report,
+        )
+        .await?;
+    }
+    if options.long_transaction_secs > 0 && setup::is_postgres(&options.database) {
+        e2e::throughput(
+            options,
+            &provider,
+            e2e::Shape::LongTransaction(options.long_transaction_secs),
+            &mut report,
+        )
+        .await?;
+    }
+    if options.offered_rate > 0 && setup::is_postgres(&options.database) {
+        latency::offered_load(options, &provider, &mut report).await?;
+    }
+    if options.producer_commits > 0 {
+        producer::overhead(options, &mut report).await?;
+    }
+    report.finish();
+    Ok(report)
+}
