@@ -16,6 +16,10 @@
 //! * [`provider`] — HTTP delivery, signing, and the one classification of an attempt.
 //! * [`dispatch`] — claim → deliver → classify → decide → record, and the retry rules.
 //! * [`daemon`] — `outboxd run`: wires the database, actions and dispatcher together.
+//! * [`api`] — the admin HTTP server: `/healthz`, `/readyz`, `/metrics`.
+//! * [`metrics`] — Prometheus metrics reported by the dispatcher and read from the outbox.
+//! * [`demo`] — `outboxd demo`: the seed documents' story on a temporary database.
+//! * [`commands`] — `outboxd enqueue` and `outboxd fake-provider`.
 //! * [`fake_provider`] — a fault-injecting HTTP provider on loopback (tests, demo, benchmarks).
 //! * [`checker`] — the invariants every run must keep, checked against the fake provider.
 //! * [`cli`], [`status`], [`telemetry`] — the command line, `outboxd status`, logging.
@@ -25,14 +29,18 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod api;
 pub mod checker;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod daemon;
+pub mod demo;
 pub mod digest;
 pub mod dispatch;
 pub mod fake_provider;
 pub mod intent;
+pub mod metrics;
 pub mod producer;
 pub mod provider;
 pub mod status;
