@@ -1,6 +1,7 @@
 //! The command line: what each `outboxd` subcommand takes. Parsing only; `main.rs` runs
 //! the chosen command.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,20 @@ pub enum Command {
     Migrate,
     /// Print intent counts by state, the oldest due intent and the reconciliation backlog.
     Status,
+    /// Record one intent in a transaction of its own and print the receipt as JSON.
+    Enqueue(EnqueueCli),
+    /// Tell the story of a lost response, a conflict and an unknown outcome on a temporary
+    /// SQLite database and the built-in fake provider (no configuration needed).
+    Demo,
+    /// Run the built-in fake provider on 127.0.0.1 until Ctrl-C (for trials).
+    FakeProvider {
+        /// Address to listen on (127.0.0.1 only; port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:9090")]
+        listen: SocketAddr,
+        /// Request header carrying the idempotency key.
+        #[arg(long, default_value = "Idempotency-Key")]
+        idempotency_header: String,
+    },
     /// Configuration tools.
     Config {
         /// What to do with the configuration.
@@ -43,4 +58,45 @@ pub enum Command {
 pub enum ConfigCommand {
     /// Validate the configuration and print it with secrets redacted; non-zero on error.
     Check,
+}
+
+/// `outboxd enqueue ...`.
+#[derive(Debug, clap::Args)]
+pub struct EnqueueCli {
+    /// The tenant the operation belongs to.
+    #[arg(long)]
+    pub tenant: String,
+    /// Your identifier of this logical operation; reuse it to retry.
+    #[arg(long)]
+    pub operation_id: String,
+    /// The configured action (e.g. issue_refund).
+    #[arg(long)]
+    pub action: String,
+    /// The arguments: a JSON object.
+    #[arg(long)]
+    pub payload: String,
+    /// Version of the payload's schema.
+    #[arg(long, default_value_t = 1)]
+    pub payload_version: i32,
+    /// Downstream idempotency key (default: derived from tenant, operation id and action).
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Intents sharing an ordering key are attempted in enqueue order.
+    #[arg(long)]
+    pub ordering_key: Option<String>,
+}
+
+impl EnqueueCli {
+    /// The arguments as the enqueue command takes them.
+    pub fn to_args(&self) -> crate::commands::enqueue::EnqueueArgs {
+        crate::commands::enqueue::EnqueueArgs {
+            tenant: self.tenant.clone(),
+            operation_id: self.operation_id.clone(),
+            action: self.action.clone(),
+            payload: self.payload.clone(),
+            payload_version: self.payload_version,
+            idempotency_key: self.idempotency_key.clone(),
+            ordering_key: self.ordering_key.clone(),
+        }
+    }
 }

@@ -16,6 +16,10 @@
 //! * [`provider`] — HTTP delivery, signing, and the one classification of an attempt.
 //! * [`dispatch`] — claim → deliver → classify → decide → record, and the retry rules.
 //! * [`daemon`] — `outboxd run`: wires the database, actions and dispatcher together.
+//! * [`api`] — the admin HTTP server: `/healthz`, `/readyz`, `/metrics`.
+//! * [`metrics`] — Prometheus metrics reported by the dispatcher and read from the outbox.
+//! * [`demo`] — `outboxd demo`: the seed documents' story on a temporary database.
+//! * [`commands`] — `outboxd enqueue` and `outboxd fake-provider`.
 //! * [`fake_provider`] — a fault-injecting HTTP provider on loopback (tests, demo, benchmarks).
 //! * [`bench`] — the end-to-end benchmark and the ceilings it is measured against.
 //! * [`checker`] — the invariants every run must keep, checked against the fake provider.
@@ -26,15 +30,19 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod api;
 pub mod bench;
 pub mod checker;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod daemon;
+pub mod demo;
 pub mod digest;
 pub mod dispatch;
 pub mod fake_provider;
 pub mod intent;
+pub mod metrics;
 pub mod producer;
 pub mod provider;
 pub mod status;

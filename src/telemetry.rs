@@ -1,5 +1,10 @@
 //! Logging and tracing setup: human-readable output on a terminal, JSON lines otherwise
 //! (or as configured), filtered by the configured level or `RUST_LOG`.
+//!
+//! Both formats carry the fields of the enclosing spans: every line logged during a
+//! delivery includes the `attempt` span's `intent_id`, `tenant`, `action`, `attempt` and,
+//! once known, `class` and `http_status` (JSON: under `span` and `spans`). Payloads,
+//! header values and secrets are never logged. Colours only on a terminal.
 
 use std::io::IsTerminal;
 
@@ -19,6 +24,7 @@ pub fn init(format: LogFormat, level: &str) {
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let result = if json {
         builder

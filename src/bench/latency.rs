@@ -89,9 +89,11 @@ pub async fn offered_load(
     )
     .fetch_all(pool)
     .await?;
-    let commits = commits
-        .lock()
-        .map_err(|_| BenchError::Failed("lock".into()))?;
+    let commits: HashMap<String, DateTime<Utc>> = std::mem::take(
+        &mut *commits
+            .lock()
+            .map_err(|_| BenchError::Failed("lock".into()))?,
+    );
     let ms = |d: chrono::Duration| d.num_microseconds().unwrap_or(0) as f64 / 1000.0;
     let mut start: Vec<f64> = Vec::new();
     let mut done: Vec<f64> = Vec::new();
@@ -117,7 +119,6 @@ pub async fn offered_load(
             );
         }
     }
-    drop(commits);
     bench.drop_now().await;
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `outboxd run`: open and migrate the database, build the configured actions, and run
-//! the dispatcher and the admin server until a shutdown signal.
+//! the dispatcher and the admin server until a shutdown signal. On the signal `/readyz`
+//! turns 503 at once, the dispatcher drains, then the admin server stops.
 
 mod actions;
 
@@ -9,9 +10,11 @@ use tokio::sync::{watch, Notify};
 
 pub use actions::{build_action_table, BuildError};
 
+use crate::api::{self, AdminServer, ApiState};
 use crate::config::Config;
 use crate::dispatch::wakeup::Wakeup;
 use crate::dispatch::{Dispatcher, DispatcherSettings};
+use crate::metrics::Metrics;
 use crate::store::{connect, Database};
 
 /// Why the daemon could not start or stopped with an error.
@@ -98,9 +101,21 @@ pub async fn run(
     tracing::info!(backend = db.backend_name(), owner = %settings.owner,
         actions = ?actions.names(), "outboxd starting");
     let local = Arc::new(Notify::new());
+    let metrics = Metrics::shared();
+    let listen = config.admin.listen;
+    let state = ApiState::new(db.clone(), Arc::new(config), metrics.clone())
+        .with_local_wakeup(local.clone());
+    let admin = AdminServer::bind(listen, api::router(state.clone()))
+        .await
+        .map_err(|source| DaemonError::Listen {
+            addr: listen,
+            source,
+        })?;
+    api::server::mark_draining_on(&state, shutdown.clone());
     let wakeup = Wakeup::new(&db, local.clone()).await;
-    let dispatcher = Arc::new(Dispatcher::new(db.store(), actions, settings));
+    let dispatcher = Dispatcher::new(db.store(), actions, settings).with_metrics(metrics);
     dispatcher.run(wakeup, shutdown).await;
+    admin.stop().await;
     db.close().await;
     Ok(())
 }

@@ -18,6 +18,7 @@ use tokio::sync::{watch, Mutex};
 use super::actions::ActionTable;
 use super::attempt;
 use super::wakeup::Wakeup;
+use crate::metrics::Metrics;
 use crate::store::{
     ClaimRequest, ClaimedIntent, OutboxStore, OutcomeRecord, RecordResult, Release, StoreError,
     Transition,
@@ -92,6 +93,7 @@ pub struct Dispatcher {
     settings: DispatcherSettings,
     stopping: AtomicBool,
     unconfigured_logged: Mutex<BTreeSet<String>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Dispatcher {
@@ -107,7 +109,14 @@ impl Dispatcher {
             settings,
             stopping: AtomicBool::new(false),
             unconfigured_logged: Mutex::new(BTreeSet::new()),
+            metrics: None,
         }
+    }
+
+    /// Reports attempts, claims and lease expiries to `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The settings in use.
@@ -139,6 +148,9 @@ impl Dispatcher {
         let request = self.request();
         let expired = self.store.reclaim_expired(&request).await?;
         report.reclaimed = expired.len();
+        if let Some(m) = &self.metrics {
+            m.observe_lease_expiries(expired.len());
+        }
         if !expired.is_empty() {
             let outcomes: Vec<Finished> = expired.iter().map(|i| self.after_expiry(i)).collect();
             self.record(outcomes, &mut report).await?;
@@ -148,6 +160,9 @@ impl Dispatcher {
         }
         let claimed = self.store.claim_due(&self.request()).await?;
         report.claimed = claimed.len();
+        if let Some(m) = &self.metrics {
+            m.observe_claim(claimed.len());
+        }
         let finished: Vec<Finished> = stream::iter(claimed)
             .map(|intent| self.deliver_or_release(intent))
             .buffer_unordered(self.settings.concurrency.max(1))
@@ -193,7 +208,11 @@ impl Dispatcher {
         let action = self.actions.get(&intent.action);
         match action {
             Some(action) if !self.stopping.load(Ordering::SeqCst) => {
-                Finished::Outcome(attempt::deliver(action, &intent).await)
+                let outcome = attempt::deliver(action, &intent).await;
+                if let (Some(m), Some(a)) = (&self.metrics, &outcome.attempt) {
+                    m.observe_attempt(&intent, a);
+                }
+                Finished::Outcome(outcome)
             }
             _ => Finished::Release(Release {
                 intent_id: intent.id,

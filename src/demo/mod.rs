@@ -1,0 +1,204 @@
+//! `outboxd demo`: the story of the seed documents, told by the real dispatcher against a
+//! temporary SQLite database and the built-in [`FakeProvider`] on 127.0.0.1.
+//!
+//! 1. A keyed refund whose response is lost after the provider applied it is retried with
+//!    the same idempotency key and has one effect.
+//! 2. The same operation id with changed arguments is a conflict; with the same arguments
+//!    it is a replay (a receipt); a new operation id is a second, legitimate intent.
+//! 3. A `not_idempotent` notification that times out after applying lands in
+//!    reconciliation (`unknown`), is not resent, and is resolved by a person.
+//!
+//! The dispatcher is driven step by step ([`Dispatcher::run_once`]); the only waits are the
+//! provider's injected delay and a scheduled retry's backoff (configured as 1 ms). The
+//! demo ends with a summary and the invariant checker's counts ([`crate::checker`]).
+//! Files: `dir` (the temporary directory), `narrate` (output), `scenes` (the story),
+//! `resolve` (the operator's resolution), `summary` (the closing table).
+
+mod dir;
+mod narrate;
+mod resolve;
+mod scenes;
+mod summary;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use crate::checker::CheckReport;
+use crate::config::{Config, ConfigError};
+use crate::daemon::{build_action_table, dispatcher_settings, BuildError};
+use crate::dispatch::{ActionTable, Dispatcher, StepReport};
+use crate::fake_provider::{FakeProvider, FakeProviderOptions};
+use crate::store::{Database, OutboxStore, StoreError};
+use crate::{EnqueueError, Enqueued, NewIntent};
+
+use dir::DemoDir;
+use narrate::Narrator;
+
+/// Why the demo could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// Writing the story or creating the temporary directory failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The demo's own configuration was refused (a bug).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The demo's actions could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The temporary database could not be opened.
+    #[error(transparent)]
+    Connect(#[from] crate::store::connect::ConnectError),
+    /// Migrating the temporary database failed.
+    #[error(transparent)]
+    Migrate(#[from] crate::store::migrate::MigrateError),
+    /// A store call failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An enqueue that should have worked did not.
+    #[error(transparent)]
+    Enqueue(#[from] EnqueueError),
+    /// A direct database statement failed.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    /// The story did not go as told (a bug in the demo or in outboxd).
+    #[error("the demo went off script: {0}")]
+    OffScript(String),
+}
+
+/// The tenant every demo intent belongs to.
+const TENANT: &str = "acme";
+/// Longest wait for a scheduled retry to become due.
+const MAX_DUE_WAIT: Duration = Duration::from_secs(10);
+
+/// The demo's configuration: one fake provider, a keyed and a not-idempotent action.
+fn demo_config(db_url: &str, provider_url: &str) -> String {
+    let quote = |s: &str| toml::Value::String(s.to_owned()).to_string();
+    let retry =
+        "max_attempts = 5\ninitial_backoff = \"1ms\"\nmax_backoff = \"1ms\"\ndeadline = \"1h\"";
+    format!(
+        r#"
+[database]
+url = {db}
+max_connections = 2
+[dispatcher]
+owner = "demo"
+lease = "10s"
+shutdown_grace = "5s"
+[providers.fake]
+base_url = {base}
+connect_timeout = "500ms"
+request_timeout = "1s"
+key_retention = "24h"
+allow_private_addresses = true
+[actions.issue_refund]
+provider = "fake"
+path = "/keyed/refunds"
+retry_safety = "idempotent_with_key"
+reference_pointer = "/id"
+[actions.issue_refund.retry]
+{retry}
+[actions.send_notification]
+provider = "fake"
+path = "/unkeyed/notifications"
+retry_safety = "not_idempotent"
+reference_pointer = "/id"
+[actions.send_notification.retry]
+{retry}
+"#,
+        db = quote(db_url),
+        base = quote(provider_url),
+    )
+}
+
+/// Everything the story uses.
+struct Demo<'o> {
+    n: Narrator<'o>,
+    db: Database,
+    store: Arc<dyn OutboxStore>,
+    provider: FakeProvider,
+    actions: Arc<ActionTable>,
+    dispatcher: Dispatcher,
+}
+
+impl Demo<'_> {
+    /// Records `intent` in its own transaction, as a producer would in theirs.
+    async fn enqueue(&self, intent: NewIntent) -> Result<Enqueued, EnqueueError> {
+        crate::commands::enqueue::enqueue_committed(&self.db, intent).await
+    }
+
+    /// One dispatcher step that finds work: when the next intent is scheduled for later
+    /// (a retry's backoff), waits until it is due, up to [`MAX_DUE_WAIT`].
+    async fn step(&self) -> Result<StepReport, DemoError> {
+        let give_up = tokio::time::Instant::now() + MAX_DUE_WAIT;
+        loop {
+            let report = self.dispatcher.run_once().await?;
+            if report.did_work() || tokio::time::Instant::now() >= give_up {
+                return Ok(report);
+            }
+            match self.store.next_due_at(&self.actions.names()).await? {
+                Some(at) => {
+                    let wait = (at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+                    tokio::time::sleep(wait.min(Duration::from_secs(1))).await;
+                }
+                None => return Ok(report),
+            }
+        }
+    }
+}
+
+/// Runs the demo, writing the story to `out`; returns the invariant checker's report
+/// (the caller exits non-zero unless it is clean). The temporary directory is removed
+/// before returning, whatever happened.
+pub async fn run(out: &mut (dyn Write + Send)) -> Result<CheckReport, DemoError> {
+    let dir = DemoDir::create()?;
+    let db_path = dir.path().join("demo.db");
+    let provider = FakeProvider::start(FakeProviderOptions::default())?;
+    let db_url = format!("sqlite://{}", db_path.display());
+    let config = Config::from_toml_str(&demo_config(&db_url, &provider.base_url()))?.config;
+    let db = crate::store::connect(&config.database.url, config.database.max_connections).await?;
+    let result = tell(out, &config, &db, &provider, &dir).await;
+    db.close().await;
+    provider.shutdown().await;
+    drop(dir);
+    result
+}
+
+async fn tell(
+    out: &mut (dyn Write + Send),
+    config: &Config,
+    db: &Database,
+    provider: &FakeProvider,
+    dir: &DemoDir,
+) -> Result<CheckReport, DemoError> {
+    let mut n = Narrator::new(out);
+    n.raw("outboxd demo: a transactional outbox, a provider that misbehaves, and what outboxd does about it.")?;
+    n.say(format!(
+        "database: {} (temporary SQLite, removed at exit)",
+        dir.path().join("demo.db").display()
+    ))?;
+    n.say(format!(
+        "provider: the built-in fake provider at {} (records every effect per idempotency key)",
+        provider.base_url()
+    ))?;
+    let report = db.migrate().await?;
+    n.say(format!("schema migrated to version {}", report.version))?;
+    let actions = Arc::new(build_action_table(config)?);
+    let store = db.store();
+    let dispatcher = Dispatcher::new(store.clone(), actions.clone(), dispatcher_settings(config));
+    let mut demo = Demo {
+        n,
+        db: db.clone(),
+        store,
+        provider: provider.clone(),
+        actions,
+        dispatcher,
+    };
+    scenes::lost_response(&mut demo).await?;
+    scenes::conflict_and_replay(&mut demo).await?;
+    scenes::unknown_outcome(&mut demo).await?;
+    summary::print(&mut demo).await
+}

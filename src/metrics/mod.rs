@@ -1,0 +1,203 @@
+//! Prometheus metrics (the `prometheus-client` crate, OpenMetrics text format) served on
+//! the admin server's `/metrics`.
+//!
+//! Two kinds live here:
+//!
+//! * **Events** the dispatcher reports as they happen ([`Metrics::observe_attempt`],
+//!   [`Metrics::observe_claim`], [`Metrics::observe_lease_expiries`]): attempts by action
+//!   and class, delivery latency, enqueue-to-first-attempt latency, claim batch sizes and
+//!   lease expiries. They count what *this process* did.
+//! * **Outbox gauges** read from the database ([`OutboxGauges`]): intents by state, the age of the
+//!   oldest due intent, the reconciliation backlog and its age. They describe the shared
+//!   outbox, so every replica reports the same values; they are refreshed on scrape, at
+//!   most once per [`OUTBOX_REFRESH_INTERVAL`].
+//!
+//! Nothing here touches the network or decides anything; the admin server encodes, the
+//! dispatcher reports.
+
+mod outbox;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::store::{AttemptRecord, ClaimedIntent};
+
+pub use outbox::{OutboxGauges, OUTBOX_REFRESH_INTERVAL};
+
+/// The `Content-Type` of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Upper bounds (seconds) of the delivery latency buckets.
+const DELIVERY_BUCKETS: [f64; 13] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// Upper bounds (seconds) of the enqueue-to-first-attempt buckets: from 10 ms to a day.
+const FIRST_ATTEMPT_BUCKETS: [f64; 14] = [
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0,
+];
+/// Upper bounds of the claim batch size buckets.
+const BATCH_BUCKETS: [f64; 11] = [
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 10000.0,
+];
+
+/// Labels of per-action metrics.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: String,
+}
+
+/// Labels of `outboxd_attempts_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AttemptLabels {
+    action: String,
+    class: String,
+}
+
+type HistogramFamily = Family<ActionLabels, Histogram, fn() -> Histogram>;
+
+fn delivery_histogram() -> Histogram {
+    Histogram::new(DELIVERY_BUCKETS.into_iter())
+}
+
+fn first_attempt_histogram() -> Histogram {
+    Histogram::new(FIRST_ATTEMPT_BUCKETS.into_iter())
+}
+
+/// Every metric of one `outboxd` process, and the registry that encodes them. Share it as
+/// `Arc<Metrics>` between the dispatcher and the admin server.
+pub struct Metrics {
+    registry: Registry,
+    attempts: Family<AttemptLabels, Counter>,
+    delivery_seconds: HistogramFamily,
+    first_attempt_seconds: HistogramFamily,
+    lease_expiries: Counter,
+    claim_batch: Histogram,
+    outbox: OutboxGauges,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh set of metrics (all zero), registered under the `outboxd_` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("outboxd");
+        let attempts = Family::<AttemptLabels, Counter>::default();
+        registry.register(
+            "attempts",
+            "Delivery attempts made by this process, by action and attempt class",
+            attempts.clone(),
+        );
+        let delivery_seconds: HistogramFamily = Family::new_with_constructor(delivery_histogram);
+        registry.register_with_unit(
+            "delivery_duration",
+            "Time from sending a request to classifying its outcome, by action",
+            Unit::Seconds,
+            delivery_seconds.clone(),
+        );
+        let first_attempt_seconds: HistogramFamily =
+            Family::new_with_constructor(first_attempt_histogram);
+        registry.register_with_unit(
+            "enqueue_to_first_attempt",
+            "Time from enqueue to the start of the first attempt (includes any not_before delay), by action",
+            Unit::Seconds,
+            first_attempt_seconds.clone(),
+        );
+        let lease_expiries = Counter::default();
+        registry.register(
+            "lease_expiries",
+            "In-flight intents whose lease expired and that this process took over (each counts as an ambiguous attempt)",
+            lease_expiries.clone(),
+        );
+        let claim_batch = Histogram::new(BATCH_BUCKETS.into_iter());
+        registry.register(
+            "claim_batch_size",
+            "Intents claimed per claim that returned at least one intent",
+            claim_batch.clone(),
+        );
+        let outbox = OutboxGauges::register(&mut registry);
+        Self {
+            registry,
+            attempts,
+            delivery_seconds,
+            first_attempt_seconds,
+            lease_expiries,
+            claim_batch,
+            outbox,
+        }
+    }
+
+    /// A fresh set behind an `Arc`, ready to share.
+    pub fn shared() -> Arc<Self> {
+        Arc::new(Self::new())
+    }
+
+    /// Records one finished attempt of `intent`: its class, its duration and, for the
+    /// first attempt, the time since enqueue.
+    pub fn observe_attempt(&self, intent: &ClaimedIntent, attempt: &AttemptRecord) {
+        let action = ActionLabels {
+            action: intent.action.clone(),
+        };
+        self.attempts
+            .get_or_create(&AttemptLabels {
+                action: intent.action.clone(),
+                class: attempt.class.as_str().to_owned(),
+            })
+            .inc();
+        self.delivery_seconds
+            .get_or_create(&action)
+            .observe(attempt.duration.as_secs_f64());
+        if intent.attempt_count == 1 {
+            let waited = (attempt.started_at - intent.created_at)
+                .to_std()
+                .unwrap_or(Duration::ZERO);
+            self.first_attempt_seconds
+                .get_or_create(&action)
+                .observe(waited.as_secs_f64());
+        }
+    }
+
+    /// Records the size of a claim; empty claims (an idle poll) are not recorded.
+    pub fn observe_claim(&self, claimed: usize) {
+        if claimed > 0 {
+            self.claim_batch.observe(claimed as f64);
+        }
+    }
+
+    /// Records intents taken over after their lease expired.
+    pub fn observe_lease_expiries(&self, expired: usize) {
+        if expired > 0 {
+            self.lease_expiries.inc_by(expired as u64);
+        }
+    }
+
+    /// The gauges read from the database.
+    pub fn outbox(&self) -> &OutboxGauges {
+        &self.outbox
+    }
+
+    /// Every metric in the OpenMetrics text format (see [`CONTENT_TYPE`]).
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,242 @@
+//! `outboxd config check` as an operator runs it: the real binary on real files. Every
+//! kind of bad configuration exits non-zero with a message naming the offending key (or,
+//! for unparseable TOML, the position) and its source; a good file prints the effective
+//! configuration with every secret as `[REDACTED]` and the secret's value nowhere.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A valid provider and keyed action the cases build on.
+const BASE: &str = r#"
+[providers.pay]
+base_url = "https://pay.example.com"
+[actions.refund]
+provider = "pay"
+path = "/v1/refunds"
+retry_safety = "idempotent_with_key"
+"#;
+
+struct Checked {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `outboxd config check --config <file>` with exactly `env` as the environment.
+fn check_file(path: &Path, env: &[(&str, &str)]) -> Checked {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(env!("CARGO_BIN_EXE_outboxd"))
+        .args(["config", "check", "--config"])
+        .arg(path)
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .expect("run outboxd config check");
+    Checked {
+        ok: status.success(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+fn check_text(text: &str, env: &[(&str, &str)]) -> (Checked, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outboxd.toml");
+    std::fs::write(&path, text).unwrap();
+    (check_file(&path, env), dir, path)
+}
+
+/// Asserts a non-zero exit whose stderr has `error: <key>: ...` mentioning each of
+/// `mentions`, and names the file as the source.
+fn assert_rejected(text: &str, env: &[(&str, &str)], key: &str, mentions: &[&str]) {
+    let (checked, _dir, path) = check_text(text, env);
+    assert!(
+        !checked.ok,
+        "accepted a bad config; stderr:\n{}",
+        checked.stderr
+    );
+    let line = checked
+        .stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("error: {key}")))
+        .unwrap_or_else(|| panic!("no error naming {key:?}; stderr:\n{}", checked.stderr));
+    for m in mentions {
+        assert!(line.contains(m), "{line:?} does not mention {m:?}");
+    }
+    if env.is_empty() {
+        assert!(
+            line.contains(&path.display().to_string()),
+            "{line:?} names no source"
+        );
+    }
+    assert!(checked.stdout.is_empty(), "printed a config for a bad file");
+}
+
+#[test]
+fn malformed_toml_names_the_position() {
+    assert_rejected("[database\nurl = 1\n", &[], "TOML parse error", &["line 1"]);
+}
+
+#[test]
+fn unknown_key_is_an_error() {
+    let text = format!("{BASE}\n[dispatcher]\nbatchsize = 5\n");
+    assert_rejected(
+        &text,
+        &[],
+        "dispatcher.batchsize",
+        &["unknown key", "batch_size"],
+    );
+}
+
+#[test]
+fn bad_url_is_an_error() {
+    let text = BASE.replace("https://pay.example.com", "htp:/pay");
+    assert_rejected(
+        &text,
+        &[],
+        "providers.pay.base_url",
+        &["htp:/pay", "not a valid"],
+    );
+}
+
+#[test]
+fn unknown_provider_in_an_action_is_an_error() {
+    let text = format!(
+        "{BASE}\n[actions.notify]\nprovider = \"nope\"\npath = \"/n\"\nretry_safety = \"not_idempotent\"\n"
+    );
+    assert_rejected(
+        &text,
+        &[],
+        "actions.notify.provider",
+        &["\"nope\"", "[providers]"],
+    );
+}
+
+#[test]
+fn bad_duration_is_an_error() {
+    let text = format!("{BASE}\n[dispatcher]\nlease = \"30 parsecs\"\n");
+    assert_rejected(&text, &[], "dispatcher.lease", &["30 parsecs", "duration"]);
+}
+
+#[test]
+fn missing_secret_variable_is_an_error() {
+    let text = format!(
+        "{BASE}\n[providers.pay.headers]\nAuthorization = {{ value_env = \"OBX_TEST_MISSING\" }}\n"
+    );
+    assert_rejected(
+        &text,
+        &[],
+        "providers.pay.headers.Authorization.value_env",
+        &["OBX_TEST_MISSING", "not set"],
+    );
+}
+
+#[test]
+fn invalid_enum_value_is_an_error() {
+    let text = BASE.replace("\"idempotent_with_key\"", "\"sometimes\"");
+    assert_rejected(
+        &text,
+        &[],
+        "actions.refund.retry_safety",
+        &["sometimes", "not_idempotent"],
+    );
+    let text = format!("{BASE}\n[logging]\nformat = \"xml\"\n");
+    assert_rejected(&text, &[], "logging.format", &["xml", "json"]);
+}
+
+#[test]
+fn bad_cron_is_an_error() {
+    let text = format!("{BASE}\n[retention]\nschedule = \"every tuesday\"\n");
+    assert_rejected(&text, &[], "retention.schedule", &["every tuesday", "6"]);
+}
+
+#[test]
+fn bad_environment_override_names_the_variable() {
+    let env = [("OUTBOXD__DISPATCHER__BATCH_SIZE", "0")];
+    assert_rejected(
+        BASE,
+        &env,
+        "dispatcher.batch_size",
+        &["OUTBOXD__DISPATCHER__BATCH_SIZE"],
+    );
+}
+
+#[test]
+fn good_file_prints_the_effective_config_with_secrets_redacted() {
+    let text = format!(
+        "{BASE}\n[providers.pay.headers]\nAuthorization = {{ value_env = \"PAY_AUTH\" }}\n\
+         [providers.pay.signing]\nsecret_env = \"PAY_SIGNING\"\n\
+         [[admin.tokens]]\nname = \"ops\"\ntoken_env = \"OPS_TOKEN\"\nrole = \"operator\"\ntenants = [\"*\"]\n"
+    );
+    let secrets = [
+        ("PAY_AUTH", "Bearer sk_live_do_not_print_4242"),
+        ("PAY_SIGNING", "whsec_c2VjcmV0LXNpZ25pbmcta2V5LTk5"),
+        ("OPS_TOKEN", "ops-token-do-not-print-0123456789"),
+        (
+            "OUTBOXD__DATABASE__URL",
+            "postgres://outboxd:pg-pass-do-not-print@db.internal/outbox",
+        ),
+    ];
+    let (checked, _dir, _) = check_text(&text, &secrets);
+    assert!(checked.ok, "stderr:\n{}", checked.stderr);
+    assert!(
+        checked.stderr.contains("configuration OK"),
+        "{}",
+        checked.stderr
+    );
+    assert!(
+        checked.stdout.contains("[providers.pay]"),
+        "{}",
+        checked.stdout
+    );
+    assert!(checked.stdout.contains("[REDACTED]"), "{}", checked.stdout);
+    for (_, value) in &secrets[..3] {
+        assert!(
+            !checked.stdout.contains(value),
+            "secret in stdout:\n{}",
+            checked.stdout
+        );
+        assert!(
+            !checked.stderr.contains(value),
+            "secret in stderr:\n{}",
+            checked.stderr
+        );
+    }
+    let everything = format!("{}{}", checked.stdout, checked.stderr);
+    assert!(!everything.contains("pg-pass-do-not-print"), "{everything}");
+}
+
+#[test]
+fn retry_deadline_beyond_key_retention_is_a_warning_that_explains() {
+    let text = format!("{BASE}\n[actions.refund.retry]\ndeadline = \"48h\"\n");
+    let (checked, _dir, _) = check_text(&text, &[]);
+    assert!(
+        checked.ok,
+        "a warning must not fail the check: {}",
+        checked.stderr
+    );
+    let warning = checked
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("warning: actions.refund.retry.deadline"))
+        .unwrap_or_else(|| panic!("no warning; stderr:\n{}", checked.stderr));
+    assert!(warning.contains("key_retention"), "{warning}");
+    assert!(warning.contains("reconciliation"), "{warning}");
+    assert!(checked.stderr.contains("configuration OK (1 warning(s))"));
+}
+
+#[test]
+fn quickstart_config_loads_on_a_fresh_clone() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/quickstart.toml");
+    let checked = check_file(&path, &[]);
+    assert!(checked.ok, "stderr:\n{}", checked.stderr);
+    assert!(
+        checked.stderr.contains("configuration OK (0 warning(s))"),
+        "{}",
+        checked.stderr
+    );
+    assert!(checked.stdout.contains("[actions.send_notification]"));
+}
