@@ -113,7 +113,8 @@ pub async fn run(
         })?;
     api::server::mark_draining_on(&state, shutdown.clone());
     let wakeup = Wakeup::new(&db, local.clone()).await;
-    let dispatcher = Dispatcher::new(db.store(), actions, settings).with_metrics(metrics);
+    let dispatcher = Arc::new(Dispatcher::new(db.store(), actions, settings).with_metrics(metrics));
+    tracing::info!(lanes = dispatcher.lanes(), "dispatcher running");
     dispatcher.run(wakeup, shutdown).await;
     admin.stop().await;
     db.close().await;

@@ -13,11 +13,10 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures_util::stream::{self, StreamExt};
-use tokio::sync::{watch, Mutex};
+use tokio::sync::Mutex;
 
 use super::actions::ActionTable;
 use super::attempt;
-use super::wakeup::Wakeup;
 use crate::metrics::Metrics;
 use crate::store::{
     ClaimRequest, ClaimedIntent, OutboxStore, OutcomeRecord, RecordResult, Release, StoreError,
@@ -88,12 +87,12 @@ enum Finished {
 
 /// Claims, delivers and records intents for the configured actions.
 pub struct Dispatcher {
-    store: Arc<dyn OutboxStore>,
-    actions: Arc<ActionTable>,
-    settings: DispatcherSettings,
-    stopping: AtomicBool,
-    unconfigured_logged: Mutex<BTreeSet<String>>,
-    metrics: Option<Arc<Metrics>>,
+    pub(super) store: Arc<dyn OutboxStore>,
+    pub(super) actions: Arc<ActionTable>,
+    pub(super) settings: DispatcherSettings,
+    pub(super) stopping: AtomicBool,
+    pub(super) unconfigured_logged: Mutex<BTreeSet<String>>,
+    pub(super) metrics: Option<Arc<Metrics>>,
 }
 
 impl Dispatcher {
@@ -127,7 +126,7 @@ impl Dispatcher {
     /// A claim request. At most `concurrency` intents are claimed per step so that every
     /// claimed request starts at once: the lease then only has to cover one request
     /// (connect + request timeout), never a queue of them.
-    fn request(&self) -> ClaimRequest {
+    pub(super) fn request(&self) -> ClaimRequest {
         let limit = self
             .settings
             .batch_size
@@ -270,92 +269,5 @@ impl Dispatcher {
             report.released += releases.len();
         }
         Ok(())
-    }
-
-    async fn log_unconfigured_once(&self) {
-        let configured = self.actions.names();
-        let Ok(waiting) = self.store.pending_unconfigured_actions(&configured).await else {
-            return;
-        };
-        let mut logged = self.unconfigured_logged.lock().await;
-        for (action, count) in waiting {
-            if logged.insert(action.clone()) {
-                tracing::warn!(%action, pending = count,
-                    "intents wait for an action that is not configured; they stay pending until it is");
-            }
-        }
-    }
-
-    /// The daemon loop: steps until `shutdown` turns true, then drains in-flight attempts
-    /// within the grace period.
-    pub async fn run(&self, mut wakeup: Wakeup, mut shutdown: watch::Receiver<bool>) {
-        let mut failures = 0u32;
-        let mut last_unconfigured_check = tokio::time::Instant::now() - Duration::from_secs(3600);
-        loop {
-            if *shutdown.borrow() {
-                break;
-            }
-            if last_unconfigured_check.elapsed() > Duration::from_secs(60) {
-                self.log_unconfigured_once().await;
-                last_unconfigured_check = tokio::time::Instant::now();
-            }
-            let step = self.run_once();
-            tokio::pin!(step);
-            let result = tokio::select! {
-                result = &mut step => result,
-                _ = shutdown.changed() => {
-                    self.stopping.store(true, Ordering::SeqCst);
-                    match tokio::time::timeout(self.settings.shutdown_grace, &mut step).await {
-                        Ok(result) => result,
-                        Err(_) => {
-                            tracing::warn!("shutdown grace expired with attempts in flight; their leases will expire and they will be treated as ambiguous");
-                            return;
-                        }
-                    }
-                }
-            };
-            let wait = match result {
-                Ok(report) if report.claimed as u32 >= self.request().limit => {
-                    failures = 0;
-                    continue;
-                }
-                Ok(report) => {
-                    failures = 0;
-                    if report.did_work() {
-                        Duration::ZERO
-                    } else {
-                        self.idle_wait().await
-                    }
-                }
-                Err(e) => {
-                    failures += 1;
-                    let backoff = Duration::from_millis(100 * 2u64.pow(failures.min(6)));
-                    tracing::warn!(error = %e, retry_in = ?backoff, "dispatch step failed (database unreachable?); will retry");
-                    backoff
-                }
-            };
-            if wait.is_zero() {
-                continue;
-            }
-            tokio::select! {
-                _ = wakeup.wait(wait) => {}
-                _ = shutdown.changed() => {}
-            }
-        }
-        self.stopping.store(true, Ordering::SeqCst);
-        tracing::info!("dispatcher stopped");
-    }
-
-    async fn idle_wait(&self) -> Duration {
-        let poll = self.settings.poll_interval;
-        match self.store.next_due_at(&self.actions.names()).await {
-            // Due in the future: wake up for it. Due already but not claimed (an ordering
-            // chain waits on an earlier intent): nothing to do until something changes.
-            Ok(Some(at)) if at > Utc::now() => (at - Utc::now())
-                .to_std()
-                .unwrap_or(poll)
-                .clamp(Duration::from_millis(5), poll),
-            _ => poll,
-        }
     }
 }

@@ -7,6 +7,7 @@ pub mod actions;
 pub mod attempt;
 pub mod dispatcher;
 pub mod retry;
+pub mod run_loop;
 pub mod wakeup;
 
 pub use actions::{ActionRuntime, ActionTable};

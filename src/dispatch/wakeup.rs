@@ -48,27 +48,30 @@ impl Wakeup {
         self.listener.is_some()
     }
 
-    /// Waits until a signal arrives or `max` passes, whichever is first.
-    pub async fn wait(&mut self, max: Duration) {
+    /// Waits until a signal arrives (true) or `max` passes (false), whichever is first.
+    pub async fn wait(&mut self, max: Duration) -> bool {
         let local = self.local.clone();
         match self.listener.as_mut() {
             Some(listener) => {
                 tokio::select! {
-                    received = listener.recv() => {
-                        if let Err(e) = received {
-                            // The listener reconnects on the next recv; polling covers the gap.
+                    received = listener.recv() => match received {
+                        Ok(_) => true,
+                        Err(e) => {
+                            // The listener reconnects on the next recv; polling covers the gap,
+                            // and the reconnect itself is worth a look for work.
                             tracing::warn!(error = %e, "notification connection lost; polling until it is back");
                             tokio::time::sleep(max.min(Duration::from_millis(500))).await;
+                            true
                         }
-                    }
-                    _ = local.notified() => {}
-                    _ = tokio::time::sleep(max) => {}
+                    },
+                    _ = local.notified() => true,
+                    _ = tokio::time::sleep(max) => false,
                 }
             }
             None => {
                 tokio::select! {
-                    _ = local.notified() => {}
-                    _ = tokio::time::sleep(max) => {}
+                    _ = local.notified() => true,
+                    _ = tokio::time::sleep(max) => false,
                 }
             }
         }
