@@ -7,7 +7,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::ceilings::BATCH;
+use super::ceilings::{BATCH, LANES};
 use super::report::Report;
 use super::setup::{seed, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
@@ -30,11 +30,12 @@ pub enum Shape {
 fn config(url: &str, provider: &FakeProvider) -> String {
     format!(
         "[database]\nurl = \"{url}\"\nmax_connections = 8\n\
-         [dispatcher]\nowner = \"bench\"\nbatch_size = {BATCH}\nconcurrency = {BATCH}\nlease = \"30s\"\npoll_interval = \"50ms\"\n\
+         [dispatcher]\nowner = \"bench\"\nbatch_size = {BATCH}\nconcurrency = {concurrency}\nlease = \"30s\"\npoll_interval = \"50ms\"\n\
          [admin]\nlisten = \"127.0.0.1:0\"\n[logging]\nformat = \"json\"\nlevel = \"warn\"\n\
          [providers.bench]\nbase_url = \"{}\"\nallow_private_addresses = true\nconnect_timeout = \"1s\"\nrequest_timeout = \"5s\"\n\
          [actions.{ACTION}]\nprovider = \"bench\"\nmethod = \"POST\"\npath = \"/keyed/bench\"\nretry_safety = \"idempotent_with_key\"\nreference_pointer = \"/id\"\n",
-        provider.base_url()
+        provider.base_url(),
+        concurrency = BATCH as usize * LANES
     )
 }
 
@@ -85,19 +86,20 @@ async fn count(db: &Database, sql: &str) -> Result<i64, BenchError> {
     })
 }
 
-/// Milliseconds from the first attempt's start to the `n`-th recorded outcome.
+/// Milliseconds from the first attempt's start to the `n`-th recorded delivery (both from
+/// the attempts table, which only the drain writes).
 async fn span_ms(db: &Database, n: usize) -> Result<f64, BenchError> {
     let offset = n.saturating_sub(1);
     let (first, nth): (f64, f64) = match db {
         Database::Postgres(pool) => sqlx::query_as(&format!(
             "SELECT (SELECT extract(epoch FROM min(started_at)) * 1000 FROM outbox_attempts)::float8, \
-             (SELECT extract(epoch FROM finished_at) * 1000 FROM outbox_intents WHERE state = 'delivered' \
-              AND attempt_count > 0 AND finished_at IS NOT NULL ORDER BY finished_at LIMIT 1 OFFSET {offset})::float8"
+             (SELECT extract(epoch FROM ended_at) * 1000 FROM outbox_attempts WHERE class = 'delivered' \
+              ORDER BY ended_at LIMIT 1 OFFSET {offset})::float8"
         )).fetch_one(pool).await?,
         Database::Sqlite(pool) => sqlx::query_as(&format!(
             "SELECT CAST((SELECT min(started_at) FROM outbox_attempts) AS REAL), \
-             CAST((SELECT finished_at FROM outbox_intents i WHERE state = 'delivered' AND EXISTS \
-              (SELECT 1 FROM outbox_attempts a WHERE a.intent_id = i.id) ORDER BY finished_at LIMIT 1 OFFSET {offset}) AS REAL)"
+             CAST((SELECT ended_at FROM outbox_attempts WHERE class = 'delivered' \
+              ORDER BY ended_at LIMIT 1 OFFSET {offset}) AS REAL)"
         )).fetch_one(pool).await?,
     };
     Ok((nth - first).max(1.0))
@@ -105,7 +107,7 @@ async fn span_ms(db: &Database, n: usize) -> Result<f64, BenchError> {
 
 async fn wait_delivered(db: &Database, n: usize, limit: Duration) -> Result<(), BenchError> {
     let until = Instant::now() + limit;
-    let sql = "SELECT count(*) FROM outbox_intents WHERE finished_at IS NOT NULL AND attempt_count > 0 AND state = 'delivered'";
+    let sql = "SELECT count(*) FROM outbox_attempts WHERE class = 'delivered'";
     while Instant::now() < until {
         if count(db, sql).await? as usize >= n {
             return Ok(());

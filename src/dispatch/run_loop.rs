@@ -26,8 +26,13 @@ impl Dispatcher {
     /// The daemon loop: steps until `shutdown` turns true, then drains in-flight attempts
     /// within the grace period.
     pub async fn run(self: Arc<Self>, wakeup: Wakeup, shutdown: watch::Receiver<bool>) {
-        let signals: Vec<Arc<Notify>> = (0..self.lanes()).map(|_| Arc::new(Notify::new())).collect();
-        let forwarder = tokio::spawn(forward_wakeups(wakeup, signals.clone(), self.settings.poll_interval));
+        let signals: Vec<Arc<Notify>> =
+            (0..self.lanes()).map(|_| Arc::new(Notify::new())).collect();
+        let forwarder = tokio::spawn(forward_wakeups(
+            wakeup,
+            signals.clone(),
+            self.settings.poll_interval,
+        ));
         let lanes: Vec<_> = signals
             .into_iter()
             .enumerate()
@@ -41,7 +46,12 @@ impl Dispatcher {
         tracing::info!("dispatcher stopped");
     }
 
-    async fn lane(self: Arc<Self>, lane: usize, signal: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
+    async fn lane(
+        self: Arc<Self>,
+        lane: usize,
+        signal: Arc<Notify>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
         let mut failures = 0u32;
         let mut last_unconfigured_check = tokio::time::Instant::now() - Duration::from_secs(3600);
         while !*shutdown.borrow() {

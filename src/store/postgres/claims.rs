@@ -81,9 +81,9 @@ const RECORD_OUTCOMES_SQL: &str = r#"
 WITH o AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[],
                          $6::text[], $7::int[], $8::int[], $9::timestamptz[], $10::bigint[],
-                         $11::text[], $12::bigint[])
+                         $11::text[], $12::bigint[], $14::timestamptz[])
         AS o(intent_id, token, state, next_at, provider_ref, error, http_status, ambiguous,
-             sent_at, attempt_id, class, duration_ms)
+             sent_at, attempt_id, class, duration_ms, attempt_started)
 ), upd AS (
     UPDATE outbox_intents i
     SET state = o.state,
@@ -102,7 +102,8 @@ WITH o AS (
 ), att AS (
     UPDATE outbox_attempts a
     SET ended_at = $13, class = o.class, http_status = o.http_status, error = o.error,
-        provider_ref = o.provider_ref, duration_ms = o.duration_ms
+        provider_ref = o.provider_ref, duration_ms = o.duration_ms,
+        started_at = coalesce(o.attempt_started, a.started_at)
     FROM o JOIN upd ON upd.id = o.intent_id
     WHERE a.id = o.attempt_id AND a.ended_at IS NULL
     RETURNING a.id
@@ -201,6 +202,7 @@ struct OutcomeColumns {
     attempt_id: Vec<Option<i64>>,
     class: Vec<Option<&'static str>>,
     duration_ms: Vec<Option<i64>>,
+    attempt_started: Vec<Option<DateTime<Utc>>>,
 }
 
 impl OutcomeColumns {
@@ -232,6 +234,7 @@ impl OutcomeColumns {
         );
         self.attempt_id.push(attempt.map(|a| a.attempt_id));
         self.class.push(attempt.map(|a| a.class.as_str()));
+        self.attempt_started.push(attempt.map(|a| a.started_at));
         self.duration_ms
             .push(attempt.map(|a| i64::try_from(a.duration.as_millis()).unwrap_or(i64::MAX)));
     }
@@ -260,6 +263,7 @@ pub(super) async fn record_outcomes(
         .bind(&cols.class)
         .bind(&cols.duration_ms)
         .bind(first.now)
+        .bind(&cols.attempt_started)
         .fetch_all(pool)
         .await?;
     Ok(outcomes

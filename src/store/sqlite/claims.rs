@@ -68,8 +68,8 @@ RETURNING tenant
 "#;
 
 const RECORD_ATTEMPT_SQL: &str = "UPDATE outbox_attempts \
-    SET ended_at = ?2, class = ?3, http_status = ?4, error = ?5, provider_ref = ?6, duration_ms = ?7 \
-    WHERE id = ?1 AND ended_at IS NULL";
+    SET ended_at = ?2, class = ?3, http_status = ?4, error = ?5, provider_ref = ?6, duration_ms = ?7, \
+    started_at = ?8 WHERE id = ?1 AND ended_at IS NULL";
 
 const OPEN_RECONCILIATION_SQL: &str = "INSERT INTO outbox_reconciliation_items \
     (intent_id, tenant, reason, opened_at) VALUES (?1, ?2, ?3, ?4) \
@@ -212,6 +212,7 @@ async fn record_one(
             .bind(&error)
             .bind(&provider_ref)
             .bind(i64::try_from(a.duration.as_millis()).unwrap_or(i64::MAX))
+            .bind(ms(a.started_at))
             .execute(&mut *conn)
             .await?;
     }
