@@ -30,6 +30,9 @@ pub enum Command {
     Migrate,
     /// Print intent counts by state, the oldest due intent and the reconciliation backlog.
     Status,
+    /// Operator commands on the database: `reconcile`, `intents`, `audit`, `prune`.
+    #[command(flatten)]
+    Review(crate::commands::ReviewCommand),
     /// Configuration tools.
     Config {
         /// What to do with the configuration.

@@ -15,10 +15,13 @@
 //! * [`config`] — layered configuration (defaults → TOML → environment), validated.
 //! * [`provider`] — HTTP delivery, signing, and the one classification of an attempt.
 //! * [`dispatch`] — claim → deliver → classify → decide → record, and the retry rules.
+//! * [`reconcile`] — automatic status probes, the retention job, and their scheduler.
 //! * [`daemon`] — `outboxd run`: wires the database, actions and dispatcher together.
 //! * [`fake_provider`] — a fault-injecting HTTP provider on loopback (tests, demo, benchmarks).
 //! * [`checker`] — the invariants every run must keep, checked against the fake provider.
 //! * [`cli`], [`status`], [`telemetry`] — the command line, `outboxd status`, logging.
+//! * [`commands`] — `outboxd reconcile | intents | audit | prune`: operator work from a
+//!   terminal, straight on the database.
 //! * [`store`] — the outbox schema, migrations and every SQL statement the daemon issues,
 //!   one module per backend behind one trait.
 #![forbid(unsafe_code)]
@@ -27,6 +30,7 @@
 pub mod action;
 pub mod checker;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod daemon;
 pub mod digest;
@@ -35,6 +39,7 @@ pub mod fake_provider;
 pub mod intent;
 pub mod producer;
 pub mod provider;
+pub mod reconcile;
 pub mod status;
 pub mod store;
 pub mod telemetry;

@@ -66,6 +66,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", outboxd::status::render(&summary, chrono::Utc::now()));
             Ok(())
         }
+        Command::Review(command) => {
+            let config = load(&cli)?.config;
+            Ok(outboxd::commands::run(&config, command).await?)
+        }
         Command::Run { skip_migrations } => {
             let config = load(&cli)?.config;
             outboxd::telemetry::init(config.logging.format, &config.logging.level);

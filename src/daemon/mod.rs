@@ -43,6 +43,9 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    /// The scheduled jobs (probes, retention) could not start.
+    #[error(transparent)]
+    Jobs(#[from] crate::reconcile::JobsError),
     /// A database query failed at start.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -99,8 +102,10 @@ pub async fn run(
         actions = ?actions.names(), "outboxd starting");
     let local = Arc::new(Notify::new());
     let wakeup = Wakeup::new(&db, local.clone()).await;
+    let jobs = crate::reconcile::ScheduledJobs::start(&config, &db, actions.clone()).await?;
     let dispatcher = Arc::new(Dispatcher::new(db.store(), actions, settings));
     dispatcher.run(wakeup, shutdown).await;
+    jobs.shutdown().await;
     db.close().await;
     Ok(())
 }
