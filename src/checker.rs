@@ -136,8 +136,13 @@ pub async fn check(
         }
     }
     let mut applying_requests: HashMap<&str, usize> = HashMap::new();
+    // Status lookups (`GET /lookup/<key>`, sent by probes with the key header) apply nothing.
+    let lookup = |method: &str| matches!(method, "GET" | "HEAD");
     for r in &requests {
-        if let (Some(k), true) = (&r.idempotency_key, may_have_applied(r.fault)) {
+        if let (Some(k), true) = (
+            &r.idempotency_key,
+            may_have_applied(r.fault) && !lookup(&r.method),
+        ) {
             *applying_requests.entry(k).or_default() += 1;
         }
     }

@@ -45,6 +45,9 @@ pub enum Command {
         #[arg(long, default_value = "Idempotency-Key")]
         idempotency_header: String,
     },
+    /// Operator commands on the database: `reconcile`, `intents`, `audit`, `prune`.
+    #[command(flatten)]
+    Review(crate::commands::ReviewCommand),
     /// Configuration tools.
     Config {
         /// What to do with the configuration.

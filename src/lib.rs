@@ -15,6 +15,7 @@
 //! * [`config`] — layered configuration (defaults → TOML → environment), validated.
 //! * [`provider`] — HTTP delivery, signing, and the one classification of an attempt.
 //! * [`dispatch`] — claim → deliver → classify → decide → record, and the retry rules.
+//! * [`reconcile`] — automatic status probes, the retention job, and their scheduler.
 //! * [`daemon`] — `outboxd run`: wires the database, actions and dispatcher together.
 //! * [`api`] — the admin HTTP server: `/healthz`, `/readyz`, `/metrics`.
 //! * [`metrics`] — Prometheus metrics reported by the dispatcher and read from the outbox.
@@ -24,6 +25,8 @@
 //! * [`bench`] — the end-to-end benchmark and the ceilings it is measured against.
 //! * [`checker`] — the invariants every run must keep, checked against the fake provider.
 //! * [`cli`], [`status`], [`telemetry`] — the command line, `outboxd status`, logging.
+//! * [`commands`] — `outboxd reconcile | intents | audit | prune`: operator work from a
+//!   terminal, straight on the database.
 //! * [`store`] — the outbox schema, migrations and every SQL statement the daemon issues,
 //!   one module per backend behind one trait.
 #![forbid(unsafe_code)]
@@ -45,6 +48,7 @@ pub mod intent;
 pub mod metrics;
 pub mod producer;
 pub mod provider;
+pub mod reconcile;
 pub mod status;
 pub mod store;
 pub mod telemetry;

@@ -48,6 +48,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", outboxd::status::render(&summary, chrono::Utc::now()));
             Ok(())
         }
+        Command::Review(command) => {
+            let config = load(&cli)?.config;
+            Ok(outboxd::commands::run(&config, command).await?)
+        }
         Command::Run { skip_migrations } => run_daemon(&cli, *skip_migrations).await,
         Command::Enqueue(args) => enqueue(&cli, args).await,
         Command::Demo => demo().await,

@@ -209,7 +209,7 @@ async fn garbage_success_body_is_ambiguous(t: &TestDb) {
 /// Key retention: a keyed action whose key the provider may have forgotten is not resent
 /// after an ambiguous attempt; it goes to reconciliation.
 async fn keyed_outside_retention_goes_to_reconciliation(t: &TestDb) {
-    let h = Harness::with_retention(t, Duration::from_millis(1)).await;
+    let h = Harness::with_retention(t, Duration::ZERO).await;
     let r = h.enqueue_simple("op-retention", REFUND).await;
     h.provider
         .push_fault(once_for(&r.idempotency_key, Fault::Status500AfterApply));

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::config::{Config, ProviderConfig};
 use crate::dispatch::{ActionRuntime, ActionTable};
 use crate::provider::{ProviderClient, ProviderError, ProviderSettings};
+use crate::reconcile::ProbeRuntime;
 
 /// Why an action or provider could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +103,8 @@ pub fn build_action_table(config: &Config) -> Result<ActionTable, BuildError> {
             .http_method()
             .ok_or_else(|| invalid("method", format!("{:?} is not an HTTP method", a.method)))?;
         let key_retention = config.providers[&a.provider].key_retention;
+        let probe = a.probe.as_ref().map(ProbeRuntime::from_config).transpose();
+        let probe = probe.map_err(|message| invalid("probe.method", message))?;
         actions.push(ActionRuntime {
             name: name.clone(),
             client: client.clone(),
@@ -111,6 +114,7 @@ pub fn build_action_table(config: &Config) -> Result<ActionTable, BuildError> {
             reference_pointer: Some(a.reference_pointer.clone()).filter(|p| !p.is_empty()),
             policy: a.retry.clone(),
             key_retention,
+            probe,
         });
     }
     Ok(ActionTable::new(actions))

@@ -46,6 +46,9 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    /// The scheduled jobs (probes, retention) could not start.
+    #[error(transparent)]
+    Jobs(#[from] crate::reconcile::JobsError),
     /// A database query failed at start.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -101,6 +104,7 @@ pub async fn run(
     tracing::info!(backend = db.backend_name(), owner = %settings.owner,
         actions = ?actions.names(), "outboxd starting");
     let local = Arc::new(Notify::new());
+    let jobs = crate::reconcile::ScheduledJobs::start(&config, &db, actions.clone()).await?;
     let metrics = Metrics::shared();
     let listen = config.admin.listen;
     let state = ApiState::new(db.clone(), Arc::new(config), metrics.clone())
@@ -116,6 +120,7 @@ pub async fn run(
     let dispatcher = Arc::new(Dispatcher::new(db.store(), actions, settings).with_metrics(metrics));
     tracing::info!(lanes = dispatcher.lanes(), "dispatcher running");
     dispatcher.run(wakeup, shutdown).await;
+    jobs.shutdown().await;
     admin.stop().await;
     db.close().await;
     Ok(())

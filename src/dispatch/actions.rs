@@ -27,6 +27,8 @@ pub struct ActionRuntime {
     pub policy: RetryPolicy,
     /// How long the provider remembers an idempotency key.
     pub key_retention: Duration,
+    /// The status lookup that lets probes resolve unknown outcomes (`None`: no probe).
+    pub probe: Option<crate::reconcile::ProbeRuntime>,
 }
 
 /// Every configured action by name.

@@ -48,6 +48,7 @@ pub fn test_actions(provider: &FakeProvider, key_retention: Duration) -> ActionT
         reference_pointer: Some("/id".to_owned()),
         policy: quick_policy(),
         key_retention,
+        probe: None,
     };
     ActionTable::new([
         action(REFUND, "/keyed/refunds", RetrySafety::IdempotentWithKey),

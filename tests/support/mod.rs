@@ -3,6 +3,7 @@
 //! test body on both backends.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod daemon;
 pub mod db;
 pub mod harness;

@@ -1,0 +1,118 @@
+//! `outboxd intents list | show | cancel`.
+
+use chrono::Utc;
+
+use super::args::{actor_or_default, IntentsCommand};
+use super::render::{attempts_table, intent_block, intents_table, items_table};
+use super::{print_json, CommandError, SCOPE};
+use crate::intent::IntentState;
+use crate::store::{Cancellation, Database, IntentDetail, IntentFilter};
+
+/// Runs one `intents` subcommand.
+pub(super) async fn run(db: &Database, command: &IntentsCommand) -> Result<(), CommandError> {
+    match command {
+        IntentsCommand::List {
+            tenant,
+            state,
+            action,
+            after,
+            limit,
+            json,
+        } => {
+            let filter = IntentFilter {
+                tenants: tenant.clone().map(|t| vec![t]),
+                state: *state,
+                action: action.clone(),
+                created_before: None,
+                after_id: *after,
+                limit: (*limit).max(1),
+            };
+            list(db, &filter, *json).await
+        }
+        IntentsCommand::Show { id, json } => show(db, *id, *json).await,
+        IntentsCommand::Cancel { id, note, actor } => cancel(db, *id, note, actor.as_deref()).await,
+    }
+}
+
+async fn list(db: &Database, filter: &IntentFilter, json: bool) -> Result<(), CommandError> {
+    let intents = db.store().list_intents(filter).await?;
+    if json {
+        return print_json(&intents);
+    }
+    if intents.is_empty() {
+        println!("no intents match");
+        return Ok(());
+    }
+    print!("{}", intents_table(&intents, Utc::now()));
+    if intents.len() as u32 >= filter.limit {
+        let last = intents.last().map(|i| i.id).unwrap_or_default();
+        println!(
+            "(first {} shown; --after {last} for the next page)",
+            intents.len()
+        );
+    }
+    Ok(())
+}
+
+async fn show(db: &Database, id: i64, json: bool) -> Result<(), CommandError> {
+    let store = db.store();
+    let intent = store
+        .get_intent(id)
+        .await?
+        .ok_or(CommandError::NoSuchIntent(id))?;
+    let detail = IntentDetail {
+        attempts: store.list_attempts(id).await?,
+        reconciliation: store.reconciliation_for_intent(id).await?,
+        intent,
+    };
+    if json {
+        return print_json(&detail);
+    }
+    let now = Utc::now();
+    print!("{}", intent_block(&detail.intent, now));
+    println!();
+    print!("{}", attempts_table(&detail.attempts));
+    if !detail.reconciliation.is_empty() {
+        println!();
+        println!("reconciliation items");
+        print!(
+            "{}",
+            super::render::indent(&items_table(&detail.reconciliation, now))
+        );
+    }
+    if detail.intent.state == IntentState::Unknown {
+        println!();
+        println!("outcome unknown: see `outboxd reconcile show ID` for the open item");
+    }
+    Ok(())
+}
+
+async fn cancel(
+    db: &Database,
+    id: i64,
+    note: &str,
+    actor: Option<&str>,
+) -> Result<(), CommandError> {
+    if note.trim().is_empty() {
+        return Err(CommandError::Usage(
+            "--note must say why (it is recorded in the audit log); nothing changed".into(),
+        ));
+    }
+    let cancellation = Cancellation {
+        intent_id: id,
+        scope: SCOPE,
+        actor: actor_or_default(actor),
+        note: note.trim().to_owned(),
+        now: Utc::now(),
+    };
+    let intent = db
+        .store()
+        .cancel_intent(&cancellation)
+        .await
+        .map_err(|e| CommandError::from_review(e, Some(id), None))?;
+    println!(
+        "cancelled intent {} ({} / {}), by {}",
+        intent.id, intent.tenant, intent.operation_id, cancellation.actor
+    );
+    Ok(())
+}

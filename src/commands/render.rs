@@ -1,0 +1,206 @@
+//! Text renderings of intents, attempts, reconciliation items and audit entries, shared by
+//! the `reconcile`, `intents` and `audit` commands. Pure: values in, text out.
+
+use chrono::{DateTime, Utc};
+
+use super::table::{key_values, or_dash, short, time, time_ago, Table};
+use crate::store::{AttemptRow, AuditEntry, IntentRow, ReconciliationItem};
+
+/// Widest reason, finding or error shown in a list (`show` prints them whole).
+const CELL: usize = 60;
+
+/// The facts of one intent.
+pub fn intent_block(intent: &IntentRow, now: DateTime<Utc>) -> String {
+    let mut pairs = vec![
+        ("tenant", intent.tenant.clone()),
+        ("operation", intent.operation_id.clone()),
+        ("action", intent.action.clone()),
+        ("state", intent.state.as_str().to_owned()),
+        ("idempotency key", intent.idempotency_key.clone()),
+        ("payload sha256", intent.payload_sha256.clone()),
+        ("attempts", attempt_counts(intent)),
+        ("enqueued", time_ago(intent.created_at, now)),
+        ("updated", time_ago(intent.updated_at, now)),
+    ];
+    if let Some(key) = &intent.ordering_key {
+        pairs.push(("ordering key", key.clone()));
+    }
+    if let Some(at) = intent.finished_at {
+        pairs.push(("finished", time_ago(at, now)));
+    }
+    if let Some(reference) = &intent.provider_ref {
+        pairs.push(("provider ref", reference.clone()));
+    }
+    if let Some(error) = &intent.last_error {
+        let status = intent
+            .last_http_status
+            .map(|s| format!("HTTP {s}: "))
+            .unwrap_or_default();
+        pairs.push(("last error", format!("{status}{error}")));
+    }
+    format!("intent {}\n{}", intent.id, key_values(&pairs))
+}
+
+fn attempt_counts(intent: &IntentRow) -> String {
+    format!(
+        "{} ({} ambiguous)",
+        intent.attempt_count, intent.ambiguous_attempts
+    )
+}
+
+/// Every attempt, oldest first, errors in full.
+pub fn attempts_table(attempts: &[AttemptRow]) -> String {
+    if attempts.is_empty() {
+        return "attempts: none\n".to_owned();
+    }
+    let mut table = Table::new(&[
+        "#", "STARTED", "DURATION", "CLASS", "HTTP", "OWNER", "REF", "ERROR",
+    ]);
+    for a in attempts {
+        table.row(vec![
+            a.attempt_number.to_string(),
+            time(a.started_at),
+            a.duration_ms
+                .map_or_else(|| "open".to_owned(), |ms| format!("{ms}ms")),
+            a.class.map_or("open", |c| c.as_str()).to_owned(),
+            or_dash(a.http_status),
+            a.owner.clone(),
+            or_dash(a.provider_ref.as_deref()),
+            or_dash(a.error.as_deref()),
+        ]);
+    }
+    format!("attempts\n{}", indent(&table.render()))
+}
+
+/// One reconciliation item's own facts (resolution and probe included).
+pub fn item_block(item: &ReconciliationItem, now: DateTime<Utc>) -> String {
+    let status = match &item.resolution {
+        Some(resolution) => format!("resolved as {resolution}"),
+        None => "open".to_owned(),
+    };
+    let mut pairs = vec![
+        (
+            "intent",
+            format!(
+                "{} ({} / {})",
+                item.intent_id, item.tenant, item.operation_id
+            ),
+        ),
+        ("action", item.action.clone()),
+        ("idempotency key", item.idempotency_key.clone()),
+        ("opened", time_ago(item.opened_at, now)),
+        ("reason", item.reason.clone()),
+    ];
+    if let Some(finding) = &item.probe_finding {
+        let checked = item.probe_checked_at.map(time).unwrap_or_default();
+        pairs.push(("probe finding", finding.clone()));
+        pairs.push((
+            "probed",
+            format!("{} time(s), last at {checked}", item.probe_count),
+        ));
+    }
+    if let Some(resolution) = &item.resolution {
+        pairs.push(("resolution", resolution.clone()));
+        pairs.push(("resolved by", or_dash(item.resolved_by.as_deref())));
+        pairs.push(("resolved at", or_dash(item.resolved_at.map(time))));
+        pairs.push(("note", or_dash(item.resolution_note.as_deref())));
+        if let Some(reference) = &item.resolved_provider_ref {
+            pairs.push(("provider ref", reference.clone()));
+        }
+    }
+    format!(
+        "reconciliation item {} ({status})\n{}",
+        item.id,
+        key_values(&pairs)
+    )
+}
+
+/// Items as a list, one line each.
+pub fn items_table(items: &[ReconciliationItem], now: DateTime<Utc>) -> String {
+    let mut table = Table::new(&[
+        "ID",
+        "INTENT",
+        "TENANT",
+        "OPERATION",
+        "ACTION",
+        "AGE",
+        "STATUS",
+        "REASON / FINDING",
+    ]);
+    for item in items {
+        let status = match (&item.resolution, &item.resolved_by) {
+            (Some(r), Some(by)) => format!("{r} by {by}"),
+            _ if item.probe_count > 0 => format!("open, probed {}x", item.probe_count),
+            _ => "open".to_owned(),
+        };
+        let text = item.probe_finding.as_deref().unwrap_or(&item.reason);
+        table.row(vec![
+            item.id.to_string(),
+            item.intent_id.to_string(),
+            item.tenant.clone(),
+            item.operation_id.clone(),
+            item.action.clone(),
+            super::table::age(item.opened_at, now),
+            status,
+            short(text, CELL),
+        ]);
+    }
+    table.render()
+}
+
+/// Intents as a list, one line each.
+pub fn intents_table(intents: &[IntentRow], now: DateTime<Utc>) -> String {
+    let mut table = Table::new(&[
+        "ID",
+        "TENANT",
+        "OPERATION",
+        "ACTION",
+        "STATE",
+        "ATTEMPTS",
+        "UPDATED",
+        "REF / LAST ERROR",
+    ]);
+    for i in intents {
+        let detail = i
+            .provider_ref
+            .as_deref()
+            .or(i.last_error.as_deref())
+            .unwrap_or("");
+        table.row(vec![
+            i.id.to_string(),
+            i.tenant.clone(),
+            i.operation_id.clone(),
+            i.action.clone(),
+            i.state.as_str().to_owned(),
+            i.attempt_count.to_string(),
+            format!("{} ago", super::table::age(i.updated_at, now)),
+            short(detail, CELL),
+        ]);
+    }
+    table.render()
+}
+
+/// Audit entries as a list, newest first.
+pub fn audit_table(entries: &[AuditEntry]) -> String {
+    let mut table = Table::new(&[
+        "ID", "AT", "ACTOR", "ACTION", "TENANT", "INTENT", "NOTE", "DETAILS",
+    ]);
+    for e in entries {
+        table.row(vec![
+            e.id.to_string(),
+            time(e.at),
+            e.actor.clone(),
+            e.action.clone(),
+            or_dash(e.tenant.as_deref()),
+            or_dash(e.intent_id),
+            short(e.note.as_deref().unwrap_or("-"), CELL),
+            e.details.to_string(),
+        ]);
+    }
+    table.render()
+}
+
+/// Every line indented by two spaces.
+pub fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
+}
