@@ -18,6 +18,7 @@
 //! * [`daemon`] — `outboxd run`: wires the database, actions and dispatcher together.
 //! * [`fake_provider`] — a fault-injecting HTTP provider on loopback (tests, demo, benchmarks).
 //! * [`checker`] — the invariants every run must keep, checked against the fake provider.
+//! * [`admin`] — the admin HTTP API (`/v1/...`) and the review page (`/review`) for people.
 //! * [`cli`], [`status`], [`telemetry`] — the command line, `outboxd status`, logging.
 //! * [`store`] — the outbox schema, migrations and every SQL statement the daemon issues,
 //!   one module per backend behind one trait.
@@ -25,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod admin;
 pub mod checker;
 pub mod cli;
 pub mod config;

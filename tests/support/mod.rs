@@ -3,10 +3,12 @@
 //! test body on both backends.
 #![allow(dead_code)]
 
+pub mod admin;
 pub mod daemon;
 pub mod db;
 pub mod harness;
 pub mod invariants;
+pub mod webdriver;
 
 pub use db::TestDb;
 
