@@ -17,13 +17,14 @@
 //! * [`dispatch`] — claim → deliver → classify → decide → record, and the retry rules.
 //! * [`reconcile`] — automatic status probes, the retention job, and their scheduler.
 //! * [`daemon`] — `outboxd run`: wires the database, actions and dispatcher together.
-//! * [`api`] — the admin HTTP server: `/healthz`, `/readyz`, `/metrics`.
+//! * [`api`] — the admin HTTP server: `/healthz`, `/readyz`, `/metrics`, and the [`admin`] routes.
 //! * [`metrics`] — Prometheus metrics reported by the dispatcher and read from the outbox.
 //! * [`demo`] — `outboxd demo`: the seed documents' story on a temporary database.
 //! * [`commands`] — `outboxd enqueue` and `outboxd fake-provider`.
 //! * [`fake_provider`] — a fault-injecting HTTP provider on loopback (tests, demo, benchmarks).
 //! * [`bench`] — the end-to-end benchmark and the ceilings it is measured against.
 //! * [`checker`] — the invariants every run must keep, checked against the fake provider.
+//! * [`admin`] — the admin HTTP API (`/v1/...`) and the review page (`/review`) for people.
 //! * [`cli`], [`status`], [`telemetry`] — the command line, `outboxd status`, logging.
 //! * [`commands`] — `outboxd reconcile | intents | audit | prune`: operator work from a
 //!   terminal, straight on the database.
@@ -33,6 +34,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod admin;
 pub mod api;
 pub mod bench;
 pub mod checker;

@@ -1,5 +1,6 @@
 //! `outboxd run`: open and migrate the database, build the configured actions, and run
-//! the dispatcher and the admin server until a shutdown signal. On the signal `/readyz`
+//! the dispatcher lanes, the scheduled jobs (status probes, retention) and the admin server
+//! (health, metrics, the `/v1` API and the review page) until a shutdown signal. On the signal `/readyz`
 //! turns 503 at once, the dispatcher drains, then the admin server stops.
 
 mod actions;
@@ -107,9 +108,12 @@ pub async fn run(
     let jobs = crate::reconcile::ScheduledJobs::start(&config, &db, actions.clone()).await?;
     let metrics = Metrics::shared();
     let listen = config.admin.listen;
+    let people =
+        crate::admin::AdminContext::new(db.clone(), config.admin.tokens.clone(), local.clone());
     let state = ApiState::new(db.clone(), Arc::new(config), metrics.clone())
         .with_local_wakeup(local.clone());
-    let admin = AdminServer::bind(listen, api::router(state.clone()))
+    let routes = api::router(state.clone()).merge(crate::admin::router(people));
+    let admin = AdminServer::bind(listen, routes)
         .await
         .map_err(|source| DaemonError::Listen {
             addr: listen,

@@ -3,12 +3,14 @@
 //! test body on both backends.
 #![allow(dead_code)]
 
+pub mod admin;
 pub mod cli;
 pub mod daemon;
 pub mod db;
 pub mod harness;
 pub mod invariants;
 pub mod pg_cluster;
+pub mod webdriver;
 
 pub use db::TestDb;
 

@@ -7,6 +7,8 @@ mod reads;
 mod retention;
 mod review;
 
+pub use review::append_audit_on;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;

@@ -284,7 +284,12 @@ pub(super) async fn record_probe_finding(
     Ok(())
 }
 
-async fn append_audit_on(conn: &mut PgConnection, e: &NewAuditEntry) -> Result<i64, StoreError> {
+/// Appends an audit entry on `conn`, typically inside a caller's transaction so the
+/// entry commits (or rolls back) with the change it records.
+pub async fn append_audit_on(
+    conn: &mut PgConnection,
+    e: &NewAuditEntry,
+) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
         "INSERT INTO outbox_audit_log (at, actor, action, tenant, intent_id, details, note) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",

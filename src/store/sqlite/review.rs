@@ -287,7 +287,9 @@ pub(super) async fn record_probe_finding(
     Ok(())
 }
 
-async fn append_audit_on(
+/// Appends an audit entry on `conn`, typically inside a caller's transaction so the
+/// entry commits (or rolls back) with the change it records.
+pub async fn append_audit_on(
     conn: &mut SqliteConnection,
     e: &NewAuditEntry,
 ) -> Result<i64, StoreError> {

@@ -1,0 +1,128 @@
+//! The admin surface for people: a JSON API under `/v1/` and a server-rendered review page
+//! under `/review`, both built by [`router`] on an [`AdminContext`].
+//!
+//! What lives here: authentication and tenant scoping of every request, the HTTP handlers,
+//! the one mapping of errors to HTTP responses ([`ApiError`]), and the HTML of the review
+//! page. What does not: SQL (every statement is in [`crate::store`]), the health, readiness
+//! and metrics endpoints, and the listener that serves this router inside `outboxd run`.
+//! The full reference with examples is `docs/admin-api.md`.
+//!
+//! ## Authentication and scope
+//!
+//! * The API takes `Authorization: Bearer <token>` and nothing else (no cookie), so a
+//!   browser cannot be tricked into sending API requests with an operator's credentials.
+//!   Tokens come from `[[admin.tokens]]`; a presented token is compared with every
+//!   configured one in constant time (see [`auth`]). Tokens are never logged or echoed.
+//! * Each token has a role: `viewer` reads, `operator` also mutates. A viewer attempting a
+//!   mutation gets `403` before anything is looked up.
+//! * Each token has a set of tenants (or `*`). Every read and write is scoped to them
+//!   *before* the lookup (rule 12): something outside the scope answers `404`, exactly like
+//!   something that does not exist, so ids cannot be probed. `POST /v1/intents` for a
+//!   tenant outside the token's scope answers `403 tenant_forbidden` without touching the
+//!   database, so a replay is never answered for a tenant the token cannot access.
+//!
+//! ## `POST /v1/intents` is not transactional with the producer
+//!
+//! Producers that can write to the outbox database should call [`crate::enqueue`] inside
+//! their own transaction. The HTTP route is for producers that cannot: the intent commits
+//! in outboxd's own transaction, so it is **not** atomic with the producer's business
+//! write. Such a producer must retry the POST with the same `operation_id` until it gets a
+//! receipt; replays are answered (`200`, `replayed: true`) and a changed payload is a
+//! `409`, exactly as in the library.
+//!
+//! ## The review page and CSRF
+//!
+//! `POST /review/login` stores the token in an `HttpOnly; SameSite=Strict` cookie scoped to
+//! `/review` (base64url-encoded). SameSite=Strict keeps the cookie off cross-site requests
+//! in current browsers; as a second, browser-independent layer every state-changing form
+//! carries a hidden `csrf` field: an HMAC-SHA256 of the session's token under a random key
+//! made when the [`AdminContext`] is built. The key never leaves the process, so another
+//! site cannot compute the field and the field says nothing about the token; a restart
+//! invalidates open forms (the page asks to reload). `POST /review/login` also refuses
+//! requests a browser marks `Sec-Fetch-Site: cross-site` (login CSRF).
+
+pub mod auth;
+mod bulk;
+mod error;
+mod extract;
+mod intents;
+mod ops;
+mod reconciliation;
+mod review;
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::sync::Notify;
+
+pub use error::ApiError;
+
+use crate::config::AdminToken;
+use crate::store::{Database, OutboxStore};
+
+/// Everything the admin handlers need; cheap to clone (every field is shared).
+#[derive(Clone)]
+pub struct AdminContext {
+    /// The store every read and write goes through.
+    pub store: Arc<dyn OutboxStore>,
+    /// The database, for `POST /v1/intents` (which opens its own transaction).
+    pub db: Database,
+    /// The configured tokens with their resolved secrets; entries without a value are
+    /// ignored.
+    pub tokens: Arc<[AdminToken]>,
+    /// Poked after a redispatch or an enqueue so the local dispatcher looks for work now.
+    pub wake_dispatcher: Arc<Notify>,
+    /// The per-process key of the review page's CSRF field.
+    csrf_key: Arc<[u8; 32]>,
+}
+
+impl AdminContext {
+    /// A context on `db` (its [`Database::store`]) accepting `tokens`, poking
+    /// `wake_dispatcher` when there is new work.
+    pub fn new(db: Database, tokens: Vec<AdminToken>, wake_dispatcher: Arc<Notify>) -> Self {
+        Self {
+            store: db.store(),
+            db,
+            tokens: tokens.into(),
+            wake_dispatcher,
+            csrf_key: Arc::new(rand::random()),
+        }
+    }
+}
+
+impl std::fmt::Debug for AdminContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminContext")
+            .field("backend", &self.store.backend())
+            .field("tokens", &self.tokens.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The admin API (`/v1/...`) and the review page (`/review...`) on `ctx`.
+pub fn router(ctx: AdminContext) -> Router {
+    Router::new()
+        .route(
+            "/v1/intents",
+            get(intents::list_intents).post(intents::create_intent),
+        )
+        .route("/v1/intents/{id}", get(intents::show_intent))
+        .route("/v1/intents/{id}/cancel", post(intents::cancel_intent))
+        .route(
+            "/v1/reconciliation",
+            get(reconciliation::list_reconciliation),
+        )
+        .route("/v1/reconciliation/redispatch", post(bulk::bulk_redispatch))
+        .route(
+            "/v1/reconciliation/{id}",
+            get(reconciliation::show_reconciliation),
+        )
+        .route(
+            "/v1/reconciliation/{id}/resolve",
+            post(reconciliation::resolve_item),
+        )
+        .route("/v1/audit", get(reconciliation::list_audit))
+        .merge(review::routes())
+        .with_state(ctx)
+}

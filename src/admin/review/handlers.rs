@@ -1,0 +1,273 @@
+//! The review page's handlers: sign in and out, the queue, one item, the resolution form
+//! (POST, checked for CSRF, then redirect), and the audit log. Reads and the resolution go
+//! through the same scoped operations as the JSON API.
+
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::Form;
+use chrono::Utc;
+use serde::Deserialize;
+
+use super::html::{esc, notice};
+use super::pages::{self, FormState};
+use super::{expired_cookie, is_cross_site, page, redirect, session, session_cookie, Session};
+use crate::admin::auth::authenticate;
+use crate::admin::extract::IdPath;
+use crate::admin::ops::{item_detail, required_note, resolution_kind, resolve};
+use crate::admin::{AdminContext, ApiError};
+use crate::store::ReconciliationFilter;
+
+/// Items per queue page.
+const QUEUE_PAGE: u32 = 100;
+/// Entries per audit page.
+const AUDIT_PAGE: u32 = 100;
+
+/// Renders `error` as an HTML page with its status.
+fn error_page(who: Option<&Session>, error: &ApiError) -> Response {
+    error.log();
+    let message = match error {
+        ApiError::Store(_) => "Internal error; the daemon's log has the details.".to_owned(),
+        ApiError::NotFound => "No such item (or not one your token may see).".to_owned(),
+        other => other.to_string(),
+    };
+    page(
+        error.status(),
+        pages::error(who.map(|s| &s.caller), &message),
+    )
+}
+
+/// Query of the queue page.
+#[derive(Debug, Deserialize)]
+pub(super) struct QueueParams {
+    after_id: Option<String>,
+    resolved: Option<String>,
+}
+
+/// `GET /review`: the queue when signed in, the sign-in form otherwise.
+pub(super) async fn queue(
+    State(ctx): State<AdminContext>,
+    headers: HeaderMap,
+    Query(q): Query<QueueParams>,
+) -> Response {
+    let Some(s) = session(&ctx, &headers) else {
+        return page(StatusCode::OK, pages::login(None));
+    };
+    let mut filter = ReconciliationFilter::open(s.caller.scope.clone(), QUEUE_PAGE);
+    filter.after_id = q.after_id.and_then(|v| v.parse().ok());
+    let items = match ctx.store.list_reconciliation(&filter).await {
+        Ok(items) => items,
+        Err(e) => return error_page(Some(&s), &e.into()),
+    };
+    let flash = match q.resolved.and_then(|v| v.parse::<i64>().ok()) {
+        Some(id) => resolved_flash(&ctx, &s, id).await,
+        None => None,
+    };
+    let next = (items.len() == QUEUE_PAGE as usize)
+        .then(|| items.last().map(|i| i.id))
+        .flatten();
+    let html = pages::queue(&s.caller, &items, Utc::now(), flash, next);
+    page(StatusCode::OK, html)
+}
+
+/// "Item #N resolved as X" for the item a resolution redirected from (read back, in scope).
+async fn resolved_flash(ctx: &AdminContext, s: &Session, id: i64) -> Option<String> {
+    let item = ctx
+        .store
+        .get_reconciliation(id, &s.caller.scope)
+        .await
+        .ok()??;
+    let resolution = item.resolution?;
+    Some(notice(
+        "ok",
+        &format!(
+            "Item #{} ({} &middot; {}) resolved as <strong>{}</strong>.",
+            item.id,
+            esc(&item.tenant),
+            esc(&item.operation_id),
+            esc(&resolution),
+        ),
+    ))
+}
+
+/// `GET /review/login`: the sign-in form.
+pub(super) async fn login_form() -> Response {
+    page(StatusCode::OK, pages::login(None))
+}
+
+/// Form of `POST /review/login`.
+#[derive(Debug, Deserialize)]
+pub(super) struct LoginForm {
+    token: Option<String>,
+}
+
+/// `POST /review/login`: a valid token sets the session cookie and redirects to the queue.
+pub(super) async fn login(
+    State(ctx): State<AdminContext>,
+    headers: HeaderMap,
+    form: Result<Form<LoginForm>, FormRejection>,
+) -> Response {
+    if is_cross_site(&headers) {
+        return page(
+            StatusCode::FORBIDDEN,
+            pages::login(Some("Sign-in requests from other sites are refused.")),
+        );
+    }
+    let token = form.ok().and_then(|Form(f)| f.token).unwrap_or_default();
+    let token = token.trim();
+    match authenticate(&ctx.tokens, token) {
+        Some(caller) => {
+            tracing::info!(who = %caller.name, "review page sign-in");
+            redirect("/review", Some(session_cookie(token)))
+        }
+        None => page(
+            StatusCode::UNAUTHORIZED,
+            pages::login(Some("That token is not valid.")),
+        ),
+    }
+}
+
+/// `POST /review/logout`: clears the cookie (no CSRF check: signing out is harmless).
+pub(super) async fn logout() -> Response {
+    redirect("/review", Some(expired_cookie()))
+}
+
+/// Query of the item page.
+#[derive(Debug, Deserialize)]
+pub(super) struct ItemParams {
+    notice: Option<String>,
+}
+
+/// `GET /review/items/{id}`: one item with its intent, attempts and the resolution form.
+pub(super) async fn item(
+    State(ctx): State<AdminContext>,
+    headers: HeaderMap,
+    IdPath(id): IdPath,
+    Query(q): Query<ItemParams>,
+) -> Response {
+    let Some(s) = session(&ctx, &headers) else {
+        return redirect("/review", None);
+    };
+    let flash = match q.notice.as_deref() {
+        Some("already_resolved") => Some(
+            "Someone else resolved this item first; their resolution is shown below. \
+             Nothing was changed by your submission.",
+        ),
+        _ => None,
+    }
+    .map(|m| notice("warn", m));
+    render_item(&ctx, &s, id, flash, &FormState::default(), StatusCode::OK).await
+}
+
+async fn render_item(
+    ctx: &AdminContext,
+    s: &Session,
+    id: i64,
+    flash: Option<String>,
+    form: &FormState,
+    status: StatusCode,
+) -> Response {
+    match item_detail(ctx, &s.caller, id).await {
+        Ok(detail) => {
+            let html = pages::item(&detail, &s.caller, &s.csrf, Utc::now(), flash, form);
+            page(status, html)
+        }
+        Err(e) => error_page(Some(s), &e),
+    }
+}
+
+/// Form of `POST /review/items/{id}/resolve`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ResolveForm {
+    csrf: Option<String>,
+    resolution: Option<String>,
+    provider_ref: Option<String>,
+    note: Option<String>,
+}
+
+/// `POST /review/items/{id}/resolve`: checks the session and the CSRF field, resolves
+/// through the same store call as the API, and redirects: to the queue on success, back
+/// to the item with a notice when someone else resolved it first.
+pub(super) async fn resolve_item(
+    State(ctx): State<AdminContext>,
+    headers: HeaderMap,
+    IdPath(id): IdPath,
+    form: Result<Form<ResolveForm>, FormRejection>,
+) -> Response {
+    let Some(s) = session(&ctx, &headers) else {
+        return page(
+            StatusCode::UNAUTHORIZED,
+            pages::login(Some("Your session has ended; sign in again.")),
+        );
+    };
+    let form = form.map(|Form(f)| f).unwrap_or_default();
+    if !s.csrf_matches(form.csrf.as_deref()) {
+        let refused = ApiError::Forbidden(
+            "This form has expired or did not come from this page. Reload the item and try again."
+                .into(),
+        );
+        return error_page(Some(&s), &refused);
+    }
+    let checked = s
+        .caller
+        .require_operator()
+        .and_then(|()| {
+            resolution_kind(
+                form.resolution.as_deref().unwrap_or_default(),
+                form.provider_ref.as_deref(),
+            )
+        })
+        .and_then(|kind| Ok((kind, required_note(form.note.as_deref())?)));
+    let outcome = match checked {
+        Ok((kind, note)) => resolve(&ctx, &s.caller, id, kind, note).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(_) => redirect(&format!("/review?resolved={id}"), None),
+        Err(ApiError::AlreadyResolved { .. }) => {
+            redirect(&format!("/review/items/{id}?notice=already_resolved"), None)
+        }
+        Err(e @ (ApiError::Invalid { .. } | ApiError::WrongState { .. })) => {
+            let flash = notice("err", &esc(&e.to_string()));
+            let typed = FormState {
+                resolution: form.resolution,
+                provider_ref: form.provider_ref,
+                note: form.note,
+            };
+            render_item(&ctx, &s, id, Some(flash), &typed, e.status()).await
+        }
+        Err(e) => error_page(Some(&s), &e),
+    }
+}
+
+/// Query of the audit page.
+#[derive(Debug, Deserialize)]
+pub(super) struct AuditParams {
+    before_id: Option<String>,
+}
+
+/// `GET /review/audit`: the audit log of the signed-in user's tenants, newest first.
+pub(super) async fn audit(
+    State(ctx): State<AdminContext>,
+    headers: HeaderMap,
+    Query(q): Query<AuditParams>,
+) -> Response {
+    let Some(s) = session(&ctx, &headers) else {
+        return redirect("/review", None);
+    };
+    let before_id = q.before_id.and_then(|v| v.parse().ok());
+    match ctx
+        .store
+        .list_audit(&s.caller.scope, before_id, AUDIT_PAGE)
+        .await
+    {
+        Ok(entries) => {
+            let next = (entries.len() == AUDIT_PAGE as usize)
+                .then(|| entries.last().map(|e| e.id))
+                .flatten();
+            page(StatusCode::OK, pages::audit(&s.caller, &entries, next))
+        }
+        Err(e) => error_page(Some(&s), &e.into()),
+    }
+}

@@ -1,0 +1,138 @@
+//! HTML building blocks of the review page: escaping (every value that came from a
+//! producer, a provider or a person goes through [`esc`]), the page layout with its inline
+//! style sheet, and time formatting.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+
+use crate::admin::auth::Caller;
+
+/// Escapes text for an HTML element body or a double-quoted attribute value.
+pub(super) fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Escapes an optional value, showing a dash when absent.
+pub(super) fn esc_opt(text: Option<&str>) -> String {
+    text.map_or_else(|| "&mdash;".to_owned(), esc)
+}
+
+/// A timestamp as `2024-05-01 12:00:03 UTC`.
+pub(super) fn time(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// An optional timestamp, a dash when absent.
+pub(super) fn time_opt(at: Option<DateTime<Utc>>) -> String {
+    at.map_or_else(|| "&mdash;".to_owned(), time)
+}
+
+/// How long ago `at` was, in its two largest units (`3d 4h`, `12m 5s`, `40s`).
+pub(super) fn age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let secs = (now - at).num_seconds().max(0);
+    let units = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
+    let mut parts = Vec::new();
+    let mut rest = secs;
+    for (size, unit) in units {
+        if rest >= size || (size == 1 && parts.is_empty()) {
+            parts.push(format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+        if parts.len() == 2 {
+            break;
+        }
+    }
+    parts.join(" ")
+}
+
+const STYLE: &str = "\
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1d2330;background:#f6f7f9;font-size:15px}\
+header{background:#1d2330;color:#fff;padding:10px 24px;display:flex;gap:20px;align-items:center}\
+header a,header button{color:#fff;text-decoration:none;font-weight:600}\
+header .who{margin-left:auto;font-size:13px;opacity:.85}\
+header form{margin:0}header button{background:none;border:1px solid #fff6;border-radius:4px;padding:3px 10px;cursor:pointer;font-size:13px}\
+main{padding:20px 24px;max-width:1200px}\
+h1{font-size:22px;margin:0 0 14px}h2{font-size:17px;margin:22px 0 8px}\
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #d8dce3}\
+th,td{text-align:left;padding:6px 9px;border-bottom:1px solid #e4e7ec;vertical-align:top}\
+th{background:#eef0f4;font-size:13px}\
+td.mono,dd.mono,span.mono,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}\
+pre{background:#fff;border:1px solid #d8dce3;padding:10px;overflow:auto;max-height:320px;margin:0}\
+dl{display:grid;grid-template-columns:190px 1fr;gap:4px 12px;background:#fff;border:1px solid #d8dce3;padding:12px;margin:0}\
+dt{font-weight:600;color:#4a5263}dd{margin:0;word-break:break-all}\
+.notice{padding:10px 14px;border-radius:4px;margin:0 0 14px;border:1px solid}\
+.ok{background:#e7f6ec;border-color:#9ad1ab}.warn{background:#fff4e0;border-color:#f0c36d}.err{background:#fde8e8;border-color:#f0a3a3}\
+form.resolve{background:#fff;border:1px solid #d8dce3;padding:14px;max-width:640px}\
+form.resolve label{display:block;margin:6px 0}\
+input[type=text],input[type=password],textarea{width:100%;box-sizing:border-box;padding:6px;font:inherit;border:1px solid #b9bfca;border-radius:4px}\
+textarea{min-height:70px}\
+button.primary{background:#2454d6;color:#fff;border:0;border-radius:4px;padding:8px 16px;font-weight:600;cursor:pointer;margin-top:8px}\
+.muted{color:#6b7385}.class-ambiguous{color:#b25b00;font-weight:600}.class-delivered{color:#137333;font-weight:600}\
+.login{max-width:380px;margin:60px auto;background:#fff;border:1px solid #d8dce3;padding:24px}";
+
+/// A whole page. `who` adds the navigation and the logout button of a signed-in user.
+pub(super) fn layout(title: &str, who: Option<&Caller>, body: &str) -> String {
+    let mut page = String::with_capacity(body.len() + 4096);
+    let _ = write!(
+        page,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>{} · outboxd review</title><style>{STYLE}</style></head><body>",
+        esc(title)
+    );
+    page.push_str("<header><a href=\"/review\">outboxd review</a>");
+    if let Some(caller) = who {
+        let _ = write!(
+            page,
+            "<a href=\"/review\">Queue</a><a href=\"/review/audit\">Audit log</a>\
+             <span class=\"who\">signed in as <strong id=\"who\">{}</strong> ({})</span>\
+             <form method=\"post\" action=\"/review/logout\"><button type=\"submit\" id=\"logout\">Log out</button></form>",
+            esc(&caller.name),
+            caller.role
+        );
+    }
+    let _ = write!(page, "</header><main>{body}</main></body></html>");
+    page
+}
+
+/// A notice box; `class` is `ok`, `warn` or `err`.
+pub(super) fn notice(class: &str, message_html: &str) -> String {
+    format!("<div class=\"notice {class}\" id=\"notice\" role=\"status\">{message_html}</div>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_and_quotes() {
+        assert_eq!(
+            esc("<script>alert('x')</script> & \"q\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        );
+        assert_eq!(esc_opt(None), "&mdash;");
+    }
+
+    #[test]
+    fn ages_show_two_units() {
+        let now = Utc::now();
+        let ago = |s| now - chrono::Duration::seconds(s);
+        assert_eq!(age(ago(0), now), "0s");
+        assert_eq!(age(ago(42), now), "42s");
+        assert_eq!(age(ago(725), now), "12m 5s");
+        assert_eq!(age(ago(3 * 86_400 + 4 * 3_600 + 7), now), "3d 4h");
+        assert_eq!(age(ago(3_600), now), "1h");
+    }
+}

@@ -1,0 +1,177 @@
+//! `GET /v1/intents` (filters, pagination, bad parameters), `GET /v1/intents/{id}` (attempts
+//! and reconciliation items) and `POST /v1/intents/{id}/cancel` (200, 409, 400, 404).
+
+use chrono::{Duration, Utc};
+use outboxd::NewIntent;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::admin::{code, unknown_intent, AdminServer, ACME_OPS, ROOT};
+use crate::support::harness::{exec, Harness, REFUND};
+use crate::support::TestDb;
+
+/// Enqueues an acme refund that stays pending (due tomorrow) through any drain.
+pub async fn pending_refund(h: &Harness, op: &str) -> i64 {
+    let intent = NewIntent::new("acme", op, REFUND, json!({"op": op}))
+        .with_not_before(Utc::now() + Duration::days(1));
+    h.enqueue(intent).await.intent_id
+}
+
+fn ids(body: &Value) -> Vec<i64> {
+    body["intents"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no intents in {body}"))
+        .iter()
+        .map(|i| i["id"].as_i64().unwrap())
+        .collect()
+}
+
+async fn list_filters_by_state_action_age_and_pages(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let (unknown, _) = unknown_intent(&h, "acme", "op-unknown").await;
+    let refund_a = pending_refund(&h, "op-refund-a").await;
+    let refund_b = pending_refund(&h, "op-refund-b").await;
+    exec(
+        &h.db,
+        &format!("UPDATE outbox_intents SET created_at = created_at - 7200000 WHERE id = {refund_a}"),
+        &format!("UPDATE outbox_intents SET created_at = created_at - interval '2 hours' WHERE id = {refund_a}"),
+    )
+    .await;
+    let server = AdminServer::start(&h.db).await;
+    let api = server.api(Some(ROOT));
+
+    let (status, all) = api.get("/v1/intents").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ids(&all), vec![unknown, refund_a, refund_b]);
+    assert_eq!(all["next_after_id"], Value::Null);
+    assert_eq!(
+        ids(&api.get("/v1/intents?state=unknown").await.1),
+        vec![unknown]
+    );
+    assert_eq!(
+        ids(&api.get("/v1/intents?action=issue_refund").await.1),
+        vec![refund_a, refund_b]
+    );
+    assert_eq!(
+        ids(&api.get("/v1/intents?older_than=1h").await.1),
+        vec![refund_a]
+    );
+    assert_eq!(
+        ids(&api.get("/v1/intents?older_than=3600&state=pending").await.1),
+        vec![refund_a]
+    );
+    assert_eq!(
+        ids(&api
+            .get("/v1/intents?tenant=acme&state=pending&action=send_notification")
+            .await
+            .1),
+        Vec::<i64>::new()
+    );
+
+    let (_, page1) = api.get("/v1/intents?limit=2").await;
+    assert_eq!(ids(&page1), vec![unknown, refund_a]);
+    let next = page1["next_after_id"].as_i64().expect("a next page");
+    let (_, page2) = api
+        .get(&format!("/v1/intents?limit=2&after_id={next}"))
+        .await;
+    assert_eq!(ids(&page2), vec![refund_b]);
+    assert_eq!(page2["next_after_id"], Value::Null);
+
+    for (query, field) in [
+        ("state=lost", "state"),
+        ("older_than=soon", "older_than"),
+        ("limit=0", "limit"),
+        ("limit=501", "limit"),
+        ("after_id=abc", "query"),
+        ("colour=red", "query"),
+    ] {
+        let (status, body) = api.get(&format!("/v1/intents?{query}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert_eq!(
+            (code(&body), body["error"]["field"].as_str()),
+            ("invalid_request", Some(field)),
+            "{query}"
+        );
+    }
+}
+
+async fn show_has_payload_attempts_and_reconciliation(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let (intent_id, item_id) = unknown_intent(&h, "acme", "op-show").await;
+    let server = AdminServer::start(&h.db).await;
+    let api = server.api(Some(ACME_OPS));
+    let (status, body) = api.get(&format!("/v1/intents/{intent_id}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["intent"]["state"], "unknown");
+    assert_eq!(body["intent"]["payload"], json!({"op": "op-show"}));
+    let attempts = body["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["class"], "ambiguous");
+    assert_eq!(attempts[0]["attempt_number"], 1);
+    assert_eq!(body["reconciliation"][0]["id"], item_id);
+    for path in ["/v1/intents/999999", "/v1/intents/abc", "/v1/intents/-1"] {
+        let (status, body) = api.get(path).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::NOT_FOUND, "not_found"),
+            "{path}"
+        );
+    }
+}
+
+async fn cancel_a_pending_intent_once(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let pending = pending_refund(&h, "op-cancel").await;
+    let (unknown, _) = unknown_intent(&h, "acme", "op-not-pending").await;
+    let server = AdminServer::start(&h.db).await;
+    let api = server.api(Some(ACME_OPS));
+    let path = format!("/v1/intents/{pending}/cancel");
+
+    let (status, body) = api.post(&path, json!({})).await;
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("note"))
+    );
+    let (status, body) = api.post(&path, json!({"note": "  "})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = api
+        .post(&path, json!({"note": "customer withdrew", "extra": 1}))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "unknown fields are refused: {body}"
+    );
+
+    let (status, body) = api.post(&path, json!({"note": "customer withdrew"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["intent"]["state"], "cancelled");
+    let (status, body) = api.post(&path, json!({"note": "again"})).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "wrong_state"));
+    assert_eq!(body["error"]["state"], "cancelled");
+    let (status, body) = api
+        .post(
+            &format!("/v1/intents/{unknown}/cancel"),
+            json!({"note": "n"}),
+        )
+        .await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "wrong_state"));
+    let (status, _) = api
+        .post("/v1/intents/999999/cancel", json!({"note": "n"}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (_, audit) = api.get("/v1/audit").await;
+    let entries = audit["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{audit}");
+    assert_eq!(entries[0]["action"], "intent.cancel");
+    assert_eq!(entries[0]["actor"], "acme-ops");
+    assert_eq!(entries[0]["intent_id"], pending);
+    assert_eq!(entries[0]["note"], "customer withdrew");
+}
+
+crate::both_backends!(
+    list_filters_by_state_action_age_and_pages,
+    show_has_payload_attempts_and_reconciliation,
+    cancel_a_pending_intent_once
+);

@@ -1,0 +1,171 @@
+//! The admin router served on loopback for a test (a random port, stopped on drop), the
+//! test tokens (operators and a viewer for two tenants, and one for every tenant), a small
+//! JSON client, and a helper that puts an intent into reconciliation.
+
+use std::sync::Arc;
+
+use outboxd::admin::{router, AdminContext};
+use outboxd::config::{AdminToken, Role, Secret};
+use outboxd::fake_provider::{Fault, FaultRule, Matcher};
+use outboxd::intent::IntentState;
+use outboxd::store::Database;
+use outboxd::NewIntent;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use super::harness::{Harness, NOTIFY};
+
+/// Operator for every tenant (name `root`).
+pub const ROOT: &str = "root-operator-token-000000000001";
+/// Operator for `acme` (name `acme-ops`).
+pub const ACME_OPS: &str = "acme-operator-token-00000000002";
+/// A second operator for `acme` (name `acme-ops-2`).
+pub const ACME_OPS_2: &str = "acme-operator-token-00000000022";
+/// Viewer for `acme` (name `acme-viewer`).
+pub const ACME_VIEWER: &str = "acme-viewer-token-000000000003";
+/// Operator for `globex` (name `globex-ops`).
+pub const GLOBEX_OPS: &str = "globex-operator-token-0000000004";
+
+/// The tokens every admin test server accepts.
+pub fn test_tokens() -> Vec<AdminToken> {
+    let token = |name: &str, value: &str, role, tenants: &[&str]| AdminToken {
+        name: name.to_owned(),
+        token: Some(Secret::new(value)),
+        token_env: None,
+        token_file: None,
+        role,
+        tenants: tenants.iter().map(|t| t.to_string()).collect(),
+    };
+    vec![
+        token("root", ROOT, Role::Operator, &["*"]),
+        token("acme-ops", ACME_OPS, Role::Operator, &["acme"]),
+        token("acme-ops-2", ACME_OPS_2, Role::Operator, &["acme"]),
+        token("acme-viewer", ACME_VIEWER, Role::Viewer, &["acme"]),
+        token("globex-ops", GLOBEX_OPS, Role::Operator, &["globex"]),
+    ]
+}
+
+/// An HTTP client for loopback: no proxy, no automatic redirects.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("http client")
+}
+
+/// The admin router on `127.0.0.1:<random>`, stopped when dropped.
+pub struct AdminServer {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// The dispatcher wake-up the router pokes.
+    pub wake: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AdminServer {
+    /// Serves the admin router on `db` with [`test_tokens`].
+    pub async fn start(db: &Database) -> AdminServer {
+        let wake = Arc::new(Notify::new());
+        let app = router(AdminContext::new(db.clone(), test_tokens(), wake.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("admin server");
+        });
+        AdminServer { base, wake, task }
+    }
+
+    /// A JSON client presenting `token` (none: no `Authorization` header).
+    pub fn api(&self, token: Option<&str>) -> Api {
+        Api {
+            client: http_client(),
+            base: self.base.clone(),
+            token: token.map(str::to_owned),
+        }
+    }
+}
+
+impl Drop for AdminServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A JSON client for the admin API.
+pub struct Api {
+    client: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Api {
+    fn auth(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    async fn finish(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+        let response = request.send().await.expect("request");
+        let status = response.status();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// `GET path`.
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let url = format!("{}{path}", self.base);
+        Self::finish(self.auth(self.client.get(url))).await
+    }
+
+    /// `POST path` with a JSON body.
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let url = format!("{}{path}", self.base);
+        Self::finish(self.auth(self.client.post(url).json(&body))).await
+    }
+
+    /// Resolves an item (`resolution`, optional reference, note).
+    pub async fn resolve(
+        &self,
+        item_id: i64,
+        resolution: &str,
+        provider_ref: Option<&str>,
+    ) -> (StatusCode, Value) {
+        let body = json!({"resolution": resolution, "provider_ref": provider_ref,
+            "note": "checked at the provider"});
+        self.post(&format!("/v1/reconciliation/{item_id}/resolve"), body)
+            .await
+    }
+}
+
+/// Enqueues a not-idempotent intent for `tenant` whose response is lost, so it ends in
+/// reconciliation. Returns `(intent_id, item_id)`.
+pub async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (i64, i64) {
+    let r = h
+        .enqueue(NewIntent::new(tenant, op, NOTIFY, json!({"op": op})))
+        .await;
+    h.provider.push_fault(FaultRule {
+        matcher: Matcher::Key(r.idempotency_key.clone()),
+        fault: Fault::LoseResponseAfterApply,
+        times: 1,
+    });
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(h.intent(r.intent_id).await.state, IntentState::Unknown);
+    let items = h
+        .store
+        .reconciliation_for_intent(r.intent_id)
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 1);
+    (r.intent_id, items[0].id)
+}
+
+/// The error code of an error response body.
+pub fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or("<no error code>")
+}
