@@ -39,11 +39,16 @@ CREATE INDEX outbox_intents_leases ON outbox_intents (lease_expires_at) WHERE st
 CREATE INDEX outbox_intents_ordering ON outbox_intents (tenant, ordering_key, id)
     WHERE ordering_key IS NOT NULL AND state IN ('pending', 'in_flight', 'unknown');
 CREATE INDEX outbox_intents_finished ON outbox_intents (finished_at) WHERE finished_at IS NOT NULL;
-CREATE INDEX outbox_intents_tenant_state ON outbox_intents (tenant, state, id);
+-- Operator listings by tenant of the states people look at. Partial, so the dispatcher's
+-- pending → in_flight → delivered transitions add no entries to it.
+CREATE INDEX outbox_intents_tenant_review ON outbox_intents (tenant, state, id)
+    WHERE state IN ('pending', 'unknown', 'failed');
 
+-- One row per attempt. No foreign key: the dispatcher writes these on its hot path, and
+-- retention deletes an intent's attempts with the intent, in the same statement.
 CREATE TABLE outbox_attempts (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
-    intent_id      INTEGER NOT NULL REFERENCES outbox_intents (id) ON DELETE CASCADE,
+    intent_id      INTEGER NOT NULL,
     attempt_number INTEGER NOT NULL,
     fencing_token  INTEGER NOT NULL,
     owner          TEXT NOT NULL,

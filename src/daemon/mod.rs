@@ -90,6 +90,7 @@ pub fn dispatcher_settings(config: &Config) -> DispatcherSettings {
         lease: d.lease,
         poll_interval: d.poll_interval,
         shutdown_grace: d.shutdown_grace,
+        reclaim_every: d.release_expired_every,
     }
 }
 

@@ -38,6 +38,9 @@ pub struct DispatcherSettings {
     pub poll_interval: Duration,
     /// How long in-flight attempts may finish after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// How often the daemon loop looks for expired leases to take over
+    /// ([`Dispatcher::run_once`] always does).
+    pub reclaim_every: Duration,
 }
 
 /// What one step did.
@@ -143,9 +146,18 @@ impl Dispatcher {
 
     /// One step: take over expired leases, claim a batch, deliver it, record the outcomes.
     pub async fn run_once(&self) -> Result<StepReport, StoreError> {
+        self.step(true).await
+    }
+
+    /// One step, taking over expired leases first only when `reclaim` is set (the daemon
+    /// loop does that every `reclaim_every`, not on every step).
+    pub(super) async fn step(&self, reclaim: bool) -> Result<StepReport, StoreError> {
         let mut report = StepReport::default();
-        let request = self.request();
-        let expired = self.store.reclaim_expired(&request).await?;
+        let expired = if reclaim {
+            self.store.reclaim_expired(&self.request()).await?
+        } else {
+            Vec::new()
+        };
         report.reclaimed = expired.len();
         if let Some(m) = &self.metrics {
             m.observe_lease_expiries(expired.len());

@@ -2,7 +2,8 @@
 //! (`concurrency / batch_size` of them), so one lane's HTTP round trip overlaps another
 //! lane's claim and outcome commits. Each lane only decides how long to wait between
 //! steps; a forwarder turns every wake-up signal (NOTIFY, or a local enqueue) into a
-//! stored permit per lane, so no signal is lost while a lane is busy. On shutdown the lanes
+//! stored permit that wakes one idle lane (a lane that claims a full batch wakes another),
+//! so no signal is lost while lanes are busy and an idle system is not stampeded. On shutdown the lanes
 //! stop claiming, let in-flight attempts finish within the grace period, and hand back
 //! claims whose request was never sent.
 
@@ -26,17 +27,14 @@ impl Dispatcher {
     /// The daemon loop: steps until `shutdown` turns true, then drains in-flight attempts
     /// within the grace period.
     pub async fn run(self: Arc<Self>, wakeup: Wakeup, shutdown: watch::Receiver<bool>) {
-        let signals: Vec<Arc<Notify>> =
-            (0..self.lanes()).map(|_| Arc::new(Notify::new())).collect();
+        let signal = Arc::new(Notify::new());
         let forwarder = tokio::spawn(forward_wakeups(
             wakeup,
-            signals.clone(),
+            signal.clone(),
             self.settings.poll_interval,
         ));
-        let lanes: Vec<_> = signals
-            .into_iter()
-            .enumerate()
-            .map(|(lane, signal)| tokio::spawn(self.clone().lane(lane, signal, shutdown.clone())))
+        let lanes: Vec<_> = (0..self.lanes())
+            .map(|lane| tokio::spawn(self.clone().lane(lane, signal.clone(), shutdown.clone())))
             .collect();
         for lane in lanes {
             let _ = lane.await;
@@ -53,13 +51,19 @@ impl Dispatcher {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let mut failures = 0u32;
-        let mut last_unconfigured_check = tokio::time::Instant::now() - Duration::from_secs(3600);
+        let long_ago = tokio::time::Instant::now() - Duration::from_secs(3600);
+        let (mut last_unconfigured_check, mut last_reclaim) = (long_ago, long_ago);
         while !*shutdown.borrow() {
             if lane == 0 && last_unconfigured_check.elapsed() > Duration::from_secs(60) {
                 self.log_unconfigured_once().await;
                 last_unconfigured_check = tokio::time::Instant::now();
             }
-            let step = self.run_once();
+            // Lane 0 takes over expired leases now and then; the hot path only claims.
+            let reclaim = lane == 0 && last_reclaim.elapsed() >= self.settings.reclaim_every;
+            if reclaim {
+                last_reclaim = tokio::time::Instant::now();
+            }
+            let step = self.step(reclaim);
             tokio::pin!(step);
             let result = tokio::select! {
                 result = &mut step => result,
@@ -75,14 +79,18 @@ impl Dispatcher {
                 }
             };
             let wait = match result {
-                // Found work: there may be more; step again at once.
+                // Found work: there may be more; step again at once, and recruit an idle
+                // lane when the batch was full.
                 Ok(report) if report.did_work() => {
                     failures = 0;
+                    if report.claimed as u32 >= self.request().limit {
+                        signal.notify_one();
+                    }
                     continue;
                 }
                 Ok(_) => {
                     failures = 0;
-                    self.idle_wait().await
+                    self.idle_wait().await.min(self.settings.reclaim_every)
                 }
                 Err(e) => {
                     failures += 1;
@@ -127,13 +135,12 @@ impl Dispatcher {
     }
 }
 
-/// Turns each wake-up signal into a stored permit for every lane.
-async fn forward_wakeups(mut wakeup: Wakeup, lanes: Vec<Arc<Notify>>, poll: Duration) {
+/// Turns each wake-up signal into one stored permit: it wakes one idle lane, or the next
+/// lane to go idle (a busy lane steps again anyway when it found work).
+async fn forward_wakeups(mut wakeup: Wakeup, signal: Arc<Notify>, poll: Duration) {
     loop {
         if wakeup.wait(poll).await {
-            for lane in &lanes {
-                lane.notify_one();
-            }
+            signal.notify_one();
         }
     }
 }

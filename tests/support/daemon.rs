@@ -31,6 +31,7 @@ concurrency = 16
 lease = "3s"
 poll_interval = "100ms"
 shutdown_grace = "2s"
+release_expired_every = "1s"
 
 [admin]
 listen = "127.0.0.1:0"

@@ -65,6 +65,7 @@ pub fn test_settings(owner: &str) -> DispatcherSettings {
         lease: Duration::from_secs(5),
         poll_interval: Duration::from_millis(50),
         shutdown_grace: Duration::from_secs(5),
+        reclaim_every: Duration::from_millis(500),
     }
 }
 

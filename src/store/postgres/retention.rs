@@ -1,4 +1,4 @@
-//! Retention on PostgreSQL: prune finished intents (attempts and items cascade) while
+//! Retention on PostgreSQL: prune finished intents with their attempts (items cascade) while
 //! keeping a tombstone per operation, and expire old tombstones.
 
 use chrono::{DateTime, Utc};
@@ -23,6 +23,8 @@ WITH victims AS (
     FROM outbox_intents i JOIN victims v ON v.id = i.id
     ON CONFLICT (tenant, operation_id) DO NOTHING
     RETURNING intent_id
+), attempts_gone AS (
+    DELETE FROM outbox_attempts a USING victims v WHERE a.intent_id = v.id
 ), gone AS (
     DELETE FROM outbox_intents i USING victims v WHERE i.id = v.id RETURNING i.id
 )

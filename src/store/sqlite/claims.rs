@@ -3,13 +3,11 @@
 //! before returning; none is held across an HTTP call.
 
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection, SqlitePool};
+use sqlx::{Row, SqlitePool};
 
 use super::{from_ms, ms};
-use crate::action::AttemptClass;
 use crate::store::{
-    lease_millis, ClaimRequest, ClaimedIntent, OutcomeRecord, RecordResult, Release, StoreError,
-    Transition, LEASE_EXPIRED_ERROR,
+    lease_millis, ClaimRequest, ClaimedIntent, Release, StoreError, LEASE_EXPIRED_ERROR,
 };
 
 /// Marks the head of each ordering chain among due pending intents as in flight.
@@ -32,9 +30,11 @@ RETURNING id, tenant, operation_id, action, payload, payload_version, idempotenc
           deadline_at, budget_attempt_base, budget_started_at, next_attempt_at
 "#;
 
-const OPEN_ATTEMPT_SQL: &str = "INSERT INTO outbox_attempts \
-    (intent_id, attempt_number, fencing_token, owner, started_at) VALUES (?1, ?2, ?3, ?4, ?5) \
-    RETURNING id";
+/// Opens one attempt row per claimed intent, in one statement.
+const OPEN_ATTEMPTS_SQL: &str = "INSERT INTO outbox_attempts \
+    (intent_id, attempt_number, fencing_token, owner, started_at) \
+    SELECT id, attempt_count, fencing_token, ?1, ?2 FROM outbox_intents \
+    WHERE id IN (SELECT value FROM json_each(?3)) RETURNING id, intent_id";
 
 const EXPIRED_SQL: &str = "SELECT id FROM outbox_intents \
     WHERE state = 'in_flight' AND lease_expires_at < ?1 ORDER BY lease_expires_at LIMIT ?2";
@@ -53,27 +53,6 @@ RETURNING id, tenant, operation_id, action, payload, payload_version, idempotenc
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
           deadline_at, budget_attempt_base, budget_started_at, NULL AS attempt_id
 "#;
-
-const RECORD_INTENT_SQL: &str = r#"
-UPDATE outbox_intents
-SET state = ?3, next_attempt_at = coalesce(?4, next_attempt_at),
-    lease_owner = NULL, lease_expires_at = NULL,
-    provider_ref = coalesce(?5, provider_ref), last_error = coalesce(?6, last_error),
-    last_http_status = coalesce(?7, last_http_status),
-    ambiguous_attempts = ambiguous_attempts + ?8, first_sent_at = coalesce(first_sent_at, ?9),
-    finished_at = CASE WHEN ?3 IN ('delivered', 'failed') THEN ?10 ELSE NULL END,
-    updated_at = ?10
-WHERE id = ?1 AND fencing_token = ?2 AND state = 'in_flight'
-RETURNING tenant
-"#;
-
-const RECORD_ATTEMPT_SQL: &str = "UPDATE outbox_attempts \
-    SET ended_at = ?2, class = ?3, http_status = ?4, error = ?5, provider_ref = ?6, duration_ms = ?7, \
-    started_at = ?8 WHERE id = ?1 AND ended_at IS NULL";
-
-const OPEN_RECONCILIATION_SQL: &str = "INSERT INTO outbox_reconciliation_items \
-    (intent_id, tenant, reason, opened_at) VALUES (?1, ?2, ?3, ?4) \
-    ON CONFLICT (intent_id) WHERE resolved_at IS NULL DO NOTHING";
 
 fn claimed_from_row(row: &SqliteRow, attempt_id: Option<i64>) -> Result<ClaimedIntent, StoreError> {
     let payload: String = row.try_get("payload")?;
@@ -117,18 +96,23 @@ pub(super) async fn claim_due(
         .fetch_all(&mut *tx)
         .await?;
     rows.sort_by_key(|r| (r.get::<i64, _>("next_attempt_at"), r.get::<i64, _>("id")));
-    let mut claimed = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let attempt_id: i64 = sqlx::query_scalar(OPEN_ATTEMPT_SQL)
-            .bind(row.try_get::<i64, _>("id")?)
-            .bind(row.try_get::<i32, _>("attempt_count")?)
-            .bind(row.try_get::<i64, _>("fencing_token")?)
+    let ids: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>("id")).collect();
+    let opened: Vec<(i64, i64)> = if ids.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as(OPEN_ATTEMPTS_SQL)
             .bind(&req.owner)
             .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-        claimed.push(claimed_from_row(row, Some(attempt_id))?);
-    }
+            .bind(serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()))
+            .fetch_all(&mut *tx)
+            .await?
+    };
+    let attempt_of: std::collections::HashMap<i64, i64> =
+        opened.into_iter().map(|(attempt, intent)| (intent, attempt)).collect();
+    let claimed = rows
+        .iter()
+        .map(|row| claimed_from_row(row, attempt_of.get(&row.get::<i64, _>("id")).copied()))
+        .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
     Ok(claimed)
 }
@@ -166,82 +150,6 @@ pub(super) async fn reclaim_expired(
     }
     tx.commit().await?;
     Ok(taken)
-}
-
-async fn record_one(
-    conn: &mut SqliteConnection,
-    o: &OutcomeRecord,
-) -> Result<RecordResult, StoreError> {
-    let (next_at, provider_ref, reason) = match &o.transition {
-        Transition::Delivered { provider_ref } => (None, provider_ref.clone(), None),
-        Transition::RetryAt { at } => (Some(ms(*at)), None, None),
-        Transition::Failed { reason } | Transition::Unknown { reason } => {
-            (None, None, Some(reason.clone()))
-        }
-    };
-    let attempt = o.attempt.as_ref();
-    let error = reason.or_else(|| attempt.and_then(|a| a.error.clone()));
-    let provider_ref = provider_ref.or_else(|| attempt.and_then(|a| a.provider_ref.clone()));
-    let now = ms(o.now);
-    let tenant: Option<String> = sqlx::query_scalar(RECORD_INTENT_SQL)
-        .bind(o.intent_id)
-        .bind(o.fencing_token)
-        .bind(o.transition.state().as_str())
-        .bind(next_at)
-        .bind(&provider_ref)
-        .bind(&error)
-        .bind(attempt.and_then(|a| a.http_status).map(i32::from))
-        .bind(i32::from(attempt.is_some_and(|a| a.class.is_ambiguous())))
-        .bind(
-            attempt
-                .filter(|a| a.class != AttemptClass::NotSent)
-                .map(|a| ms(a.started_at)),
-        )
-        .bind(now)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let Some(tenant) = tenant else {
-        return Ok(RecordResult::Fenced);
-    };
-    if let Some(a) = attempt {
-        sqlx::query(RECORD_ATTEMPT_SQL)
-            .bind(a.attempt_id)
-            .bind(now)
-            .bind(a.class.as_str())
-            .bind(a.http_status.map(i32::from))
-            .bind(&error)
-            .bind(&provider_ref)
-            .bind(i64::try_from(a.duration.as_millis()).unwrap_or(i64::MAX))
-            .bind(ms(a.started_at))
-            .execute(&mut *conn)
-            .await?;
-    }
-    if let Transition::Unknown { reason } = &o.transition {
-        sqlx::query(OPEN_RECONCILIATION_SQL)
-            .bind(o.intent_id)
-            .bind(tenant)
-            .bind(reason)
-            .bind(now)
-            .execute(&mut *conn)
-            .await?;
-    }
-    Ok(RecordResult::Recorded)
-}
-
-pub(super) async fn record_outcomes(
-    pool: &SqlitePool,
-    outcomes: &[OutcomeRecord],
-) -> Result<Vec<RecordResult>, StoreError> {
-    if outcomes.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let mut results = Vec::with_capacity(outcomes.len());
-    for o in outcomes {
-        results.push(record_one(&mut tx, o).await?);
-    }
-    tx.commit().await?;
-    Ok(results)
 }
 
 pub(super) async fn release_claims(

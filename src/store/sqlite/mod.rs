@@ -3,6 +3,7 @@
 //! [`claims`] (the dispatcher's hot path) and [`reads`] (status and review).
 
 mod claims;
+mod outcomes;
 mod reads;
 mod retention;
 mod review;
@@ -57,7 +58,7 @@ impl OutboxStore for SqliteStore {
         &self,
         outcomes: &[OutcomeRecord],
     ) -> Result<Vec<RecordResult>, StoreError> {
-        claims::record_outcomes(&self.pool, outcomes).await
+        outcomes::record_outcomes(&self.pool, outcomes).await
     }
 
     async fn release_claims(

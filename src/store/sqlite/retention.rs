@@ -1,4 +1,4 @@
-//! Retention on SQLite: prune finished intents (attempts and items cascade) while keeping a
+//! Retention on SQLite: prune finished intents with their attempts (items cascade), keeping a
 //! tombstone per operation, and expire old tombstones. One `BEGIN IMMEDIATE` transaction
 //! per batch.
 
