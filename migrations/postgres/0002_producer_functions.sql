@@ -100,7 +100,8 @@ BEGIN
 END
 $fn$;
 CREATE TRIGGER outbox_intents_fill_defaults BEFORE INSERT ON outbox_intents
-    FOR EACH ROW EXECUTE FUNCTION outbox_intents_fill_defaults();
+    FOR EACH ROW WHEN (NEW.payload_sha256 IS NULL OR NEW.idempotency_key IS NULL)
+    EXECUTE FUNCTION outbox_intents_fill_defaults();
 
 -- Wake dispatchers (LISTEN outboxd_intents) when intents are committed.
 CREATE FUNCTION outbox_intents_notify() RETURNS trigger LANGUAGE plpgsql AS $fn$

@@ -96,7 +96,21 @@ pub struct Dispatcher {
     pub(super) stopping: AtomicBool,
     pub(super) unconfigured_logged: Mutex<BTreeSet<String>>,
     pub(super) metrics: Option<Arc<Metrics>>,
+    cursor: std::sync::Mutex<ClaimCursor>,
 }
+
+/// Where the next claim starts (see [`OutboxStore::claim_due_after`]): after the last
+/// intent claimed while batches come back full, from the start otherwise and at least every
+/// [`FULL_SCAN_EVERY`], so nothing behind the cursor (an intent skipped while another lane
+/// held it, or one whose ordering chain just opened) waits longer than that.
+#[derive(Debug)]
+struct ClaimCursor {
+    position: Option<(chrono::DateTime<Utc>, crate::intent::IntentId)>,
+    last_full_scan: std::time::Instant,
+}
+
+/// The longest a claim may start after the cursor before scanning from the start again.
+const FULL_SCAN_EVERY: Duration = Duration::from_secs(1);
 
 impl Dispatcher {
     /// A dispatcher over `store` for the actions in `actions`.
@@ -112,6 +126,10 @@ impl Dispatcher {
             stopping: AtomicBool::new(false),
             unconfigured_logged: Mutex::new(BTreeSet::new()),
             metrics: None,
+            cursor: std::sync::Mutex::new(ClaimCursor {
+                position: None,
+                last_full_scan: std::time::Instant::now(),
+            }),
         }
     }
 
@@ -169,7 +187,10 @@ impl Dispatcher {
         if self.stopping.load(Ordering::SeqCst) || self.actions.is_empty() {
             return Ok(report);
         }
-        let claimed = self.store.claim_due(&self.request()).await?;
+        let request = self.request();
+        let after = self.claim_position();
+        let claimed = self.store.claim_due_after(&request, after).await?;
+        self.advance_cursor(&claimed, request.limit);
         report.claimed = claimed.len();
         if let Some(m) = &self.metrics {
             m.observe_claim(claimed.len());
@@ -281,5 +302,26 @@ impl Dispatcher {
             report.released += releases.len();
         }
         Ok(())
+    }
+
+    /// The position the next claim starts after (None: from the start).
+    fn claim_position(&self) -> Option<(chrono::DateTime<Utc>, crate::intent::IntentId)> {
+        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        if cursor.position.is_none() || cursor.last_full_scan.elapsed() >= FULL_SCAN_EVERY {
+            cursor.position = None;
+            cursor.last_full_scan = std::time::Instant::now();
+        }
+        cursor.position
+    }
+
+    /// Moves the cursor past a full batch; a short batch sends the next claim to the start.
+    fn advance_cursor(&self, claimed: &[ClaimedIntent], limit: u32) {
+        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        if claimed.len() < limit as usize {
+            cursor.position = None;
+            return;
+        }
+        let last = claimed.iter().map(|c| (c.next_attempt_at, c.id)).max();
+        cursor.position = cursor.position.max(last);
     }
 }

@@ -28,6 +28,7 @@ fn intent(attempt_count: i32) -> ClaimedIntent {
         deadline_at: None,
         budget_attempt_base: 0,
         budget_started_at: None,
+        next_attempt_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
     }
 }
 

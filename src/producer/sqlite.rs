@@ -1,5 +1,6 @@
-//! Enqueue on SQLite: insert with `ON CONFLICT DO NOTHING`, then answer a replay or a
-//! conflict from the stored row, or from a tombstone if the operation was pruned.
+//! Enqueue on SQLite: one insert guarded by `ON CONFLICT DO NOTHING` and the tombstone
+//! check; otherwise a replay or a conflict is answered from the stored row, or from the
+//! tombstone if the operation was pruned.
 //!
 //! Producers should open their transaction with `BEGIN IMMEDIATE`
 //! (`pool.begin_with("BEGIN IMMEDIATE")`) so concurrent writers wait for the lock instead of
@@ -12,10 +13,14 @@ use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 use super::{EnqueueError, Enqueued, OutboxTransaction, ValidIntent};
 use crate::intent::IntentState;
 
+/// Inserts the intent unless its operation is already recorded or was pruned (tombstone),
+/// in one statement: the statement takes SQLite's write lock before it reads, so no pruning
+/// can commit between the tombstone check and the insert.
 const INSERT_SQL: &str = "INSERT INTO outbox_intents (tenant, operation_id, action, \
      payload_version, payload, payload_sha256, idempotency_key, ordering_key, \
      next_attempt_at, deadline_at, created_at, updated_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11) \
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11 \
+     WHERE NOT EXISTS (SELECT 1 FROM outbox_tombstones WHERE tenant = ?1 AND operation_id = ?2) \
      ON CONFLICT (tenant, operation_id) DO NOTHING RETURNING id";
 
 const EXISTING_SQL: &str = "SELECT id, payload_sha256, idempotency_key, state \
@@ -71,35 +76,31 @@ async fn enqueue_sqlite(
         .fetch_optional(&mut *conn)
         .await?;
 
-    let Some(id) = inserted else {
-        let row = sqlx::query(EXISTING_SQL)
-            .bind(i.tenant.as_str())
-            .bind(i.operation_id.as_str())
-            .fetch_one(&mut *conn)
-            .await?;
-        return answer(i, &row);
-    };
-
-    let tombstone = sqlx::query(TOMBSTONE_SQL)
-        .bind(i.tenant.as_str())
-        .bind(i.operation_id.as_str())
-        .fetch_optional(&mut *conn)
-        .await?;
-    match tombstone {
-        None => Ok(Enqueued {
+    if let Some(id) = inserted {
+        return Ok(Enqueued {
             intent_id: id,
             idempotency_key: i.idempotency_key.to_string(),
             replayed: false,
             state: IntentState::Pending,
-        }),
-        Some(row) => {
-            sqlx::query("DELETE FROM outbox_intents WHERE id = ?1")
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
-            answer(i, &row)
-        }
+        });
     }
+    // Already recorded, or pruned: answer from the intent, else from its tombstone.
+    let existing = sqlx::query(EXISTING_SQL)
+        .bind(i.tenant.as_str())
+        .bind(i.operation_id.as_str())
+        .fetch_optional(&mut *conn)
+        .await?;
+    let row = match existing {
+        Some(row) => row,
+        None => {
+            sqlx::query(TOMBSTONE_SQL)
+                .bind(i.tenant.as_str())
+                .bind(i.operation_id.as_str())
+                .fetch_one(&mut *conn)
+                .await?
+        }
+    };
+    answer(i, &row)
 }
 
 #[async_trait]

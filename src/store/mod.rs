@@ -61,6 +61,21 @@ pub trait OutboxStore: Send + Sync + 'static {
     /// opens an attempt row for each, and commits before returning: no lock is held after.
     async fn claim_due(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError>;
 
+    /// Like [`OutboxStore::claim_due`], but only intents after `after` in claim order
+    /// (`next_attempt_at`, `id`). The dispatcher passes the last position it claimed so a
+    /// busy claim does not rescan the entries its earlier claims left behind (on
+    /// PostgreSQL, dead index entries until vacuum); it scans from the start whenever a
+    /// batch comes back short, and at least every second. Backends without that cost may
+    /// ignore `after`.
+    async fn claim_due_after(
+        &self,
+        req: &ClaimRequest,
+        after: Option<(DateTime<Utc>, IntentId)>,
+    ) -> Result<Vec<ClaimedIntent>, StoreError> {
+        let _ = after;
+        self.claim_due(req).await
+    }
+
     /// Takes over in-flight intents whose lease expired: their open attempt is closed as
     /// `ambiguous`, the fencing token bumped, and the caller must decide and record the
     /// outcome with [`OutboxStore::record_outcomes`] (attempt `None`).

@@ -61,6 +61,8 @@ pub struct ClaimedIntent {
     pub budget_attempt_base: i32,
     /// When the current retry budget began (None: at enqueue).
     pub budget_started_at: Option<DateTime<Utc>>,
+    /// When it was due (its position in claim order, with `id`).
+    pub next_attempt_at: DateTime<Utc>,
 }
 
 /// Where a recorded outcome moves the intent.

@@ -15,10 +15,17 @@ use crate::store::{
 /// sets; only the head of each ordering chain is eligible. The statement commits on its
 /// own (autocommit), so the claim is durable before any request is sent. On error nothing
 /// is claimed.
-const CLAIM_DUE_SQL: &str = r#"
+/// The claim statement; `{after}` is empty or the cursor predicate (see
+/// [`crate::store::OutboxStore::claim_due_after`]).
+fn claim_due_sql(after: bool) -> String {
+    let predicate = if after { "AND (i.next_attempt_at, i.id) > ($6, $7)" } else { "" };
+    CLAIM_DUE_TEMPLATE.replace("{after}", predicate)
+}
+
+const CLAIM_DUE_TEMPLATE: &str = r#"
 WITH due AS (
     SELECT i.id FROM outbox_intents i
-    WHERE i.state = 'pending' AND i.next_attempt_at <= $1 AND i.action = ANY($2)
+    WHERE i.state = 'pending' AND i.next_attempt_at <= $1 AND i.action = ANY($2) {after}
       AND (i.ordering_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM outbox_intents e
             WHERE e.tenant = i.tenant AND e.ordering_key = i.ordering_key AND e.id < i.id
@@ -39,7 +46,7 @@ WITH due AS (
 )
 SELECT c.id, c.tenant, c.operation_id, c.action, c.payload, c.payload_version, c.idempotency_key,
        c.attempt_count, c.ambiguous_attempts, c.fencing_token, c.first_sent_at, c.created_at,
-       c.deadline_at, c.budget_attempt_base, c.budget_started_at, a.attempt_id
+       c.deadline_at, c.budget_attempt_base, c.budget_started_at, c.next_attempt_at, a.attempt_id
 FROM claimed c JOIN attempts a ON a.intent_id = c.id
 ORDER BY c.next_attempt_at, c.id
 "#;
@@ -70,7 +77,7 @@ WITH expired AS (
 )
 SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
        attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at, deadline_at,
-       budget_attempt_base, budget_started_at, NULL::bigint AS attempt_id
+       budget_attempt_base, budget_started_at, next_attempt_at, NULL::bigint AS attempt_id
 FROM taken ORDER BY id
 "#;
 
@@ -154,21 +161,26 @@ fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
         deadline_at: row.try_get("deadline_at")?,
         budget_attempt_base: row.try_get("budget_attempt_base")?,
         budget_started_at: row.try_get("budget_started_at")?,
+        next_attempt_at: row.try_get("next_attempt_at")?,
     })
 }
 
 pub(super) async fn claim_due(
     pool: &PgPool,
     req: &ClaimRequest,
+    after: Option<(DateTime<Utc>, i64)>,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
-    let rows = sqlx::query(CLAIM_DUE_SQL)
+    let sql = claim_due_sql(after.is_some());
+    let mut query = sqlx::query(&sql)
         .bind(req.now)
         .bind(&req.actions)
         .bind(i64::from(req.limit))
         .bind(&req.owner)
-        .bind(lease_millis(req))
-        .fetch_all(pool)
-        .await?;
+        .bind(lease_millis(req));
+    if let Some((at, id)) = after {
+        query = query.bind(at).bind(id);
+    }
+    let rows = query.fetch_all(pool).await?;
     rows.iter().map(claimed_from_row).collect()
 }
 

@@ -46,7 +46,15 @@ impl OutboxStore for PgStore {
     }
 
     async fn claim_due(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError> {
-        claims::claim_due(&self.pool, req).await
+        claims::claim_due(&self.pool, req, None).await
+    }
+
+    async fn claim_due_after(
+        &self,
+        req: &ClaimRequest,
+        after: Option<(DateTime<Utc>, IntentId)>,
+    ) -> Result<Vec<ClaimedIntent>, StoreError> {
+        claims::claim_due(&self.pool, req, after).await
     }
 
     async fn reclaim_expired(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError> {

@@ -51,7 +51,7 @@ SET fencing_token = fencing_token + 1, lease_owner = ?2, lease_expires_at = ?3 +
 WHERE id = ?1
 RETURNING id, tenant, operation_id, action, payload, payload_version, idempotency_key,
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-          deadline_at, budget_attempt_base, budget_started_at, NULL AS attempt_id
+          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at, NULL AS attempt_id
 "#;
 
 fn claimed_from_row(row: &SqliteRow, attempt_id: Option<i64>) -> Result<ClaimedIntent, StoreError> {
@@ -77,6 +77,7 @@ fn claimed_from_row(row: &SqliteRow, attempt_id: Option<i64>) -> Result<ClaimedI
         budget_started_at: row
             .try_get::<Option<i64>, _>("budget_started_at")?
             .map(from_ms),
+        next_attempt_at: from_ms(row.try_get("next_attempt_at")?),
     })
 }
 
