@@ -18,7 +18,11 @@ use crate::store::{
 /// The claim statement; `{after}` is empty or the cursor predicate (see
 /// [`crate::store::OutboxStore::claim_due_after`]).
 fn claim_due_sql(after: bool) -> String {
-    let predicate = if after { "AND (i.next_attempt_at, i.id) > ($6, $7)" } else { "" };
+    let predicate = if after {
+        "AND (i.next_attempt_at, i.id) > ($6, $7)"
+    } else {
+        ""
+    };
     CLAIM_DUE_TEMPLATE.replace("{after}", predicate)
 }
 

@@ -108,8 +108,10 @@ pub(super) async fn claim_due(
             .fetch_all(&mut *tx)
             .await?
     };
-    let attempt_of: std::collections::HashMap<i64, i64> =
-        opened.into_iter().map(|(attempt, intent)| (intent, attempt)).collect();
+    let attempt_of: std::collections::HashMap<i64, i64> = opened
+        .into_iter()
+        .map(|(attempt, intent)| (intent, attempt))
+        .collect();
     let claimed = rows
         .iter()
         .map(|row| claimed_from_row(row, attempt_of.get(&row.get::<i64, _>("id")).copied()))

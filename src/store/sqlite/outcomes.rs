@@ -109,7 +109,10 @@ pub(super) async fn record_outcomes(
             .bind(&applied_json)
             .execute(&mut *tx)
             .await?;
-        if outcomes.iter().any(|o| matches!(o.transition, Transition::Unknown { .. })) {
+        if outcomes
+            .iter()
+            .any(|o| matches!(o.transition, Transition::Unknown { .. }))
+        {
             sqlx::query(&open_items_sql())
                 .bind(&batch)
                 .bind(now)
