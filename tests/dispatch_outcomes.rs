@@ -351,7 +351,39 @@ async fn unconfigured_action_waits(t: &TestDb) {
     assert_eq!(h.provider.request_count(), 0);
 }
 
+/// A keyed retry claimed after the provider may have forgotten the key (a backlog, a
+/// stopped daemon) is not sent: the retention is re-checked at send time.
+async fn late_keyed_retry_is_not_sent_after_key_retention(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-late", REFUND).await;
+    h.provider
+        .push_fault(once_for(&r.idempotency_key, Fault::Status500AfterApply));
+    assert_eq!(h.dispatcher.run_once().await.unwrap().retried, 1);
+    // The retry is claimed two days after the first request instead of right away.
+    support::harness::exec(
+        &h.db,
+        "UPDATE outbox_intents SET first_sent_at = first_sent_at - 172800000",
+        "UPDATE outbox_intents SET first_sent_at = first_sent_at - interval '2 days'",
+    )
+    .await;
+    h.make_due().await;
+    let step = h.dispatcher.run_once().await.unwrap();
+    assert_eq!((step.claimed, step.unknown), (1, 1), "{step:?}");
+    assert_eq!(h.intent(r.intent_id).await.state, IntentState::Unknown);
+    assert_eq!(
+        h.provider.request_count_for_key(&r.idempotency_key),
+        1,
+        "not resent"
+    );
+    assert_eq!(
+        classes(&h, r.intent_id).await,
+        vec![Some(AttemptClass::Ambiguous), Some(AttemptClass::NotSent)]
+    );
+    assert_invariants(&h).await;
+}
+
 both_backends!(
+    late_keyed_retry_is_not_sent_after_key_retention,
     keyed_lost_response_is_retried_with_the_same_key,
     not_idempotent_timeout_goes_to_reconciliation,
     not_idempotent_reset_and_500_go_to_reconciliation,

@@ -369,7 +369,35 @@ async fn unfinished_intents_are_never_pruned(t: &TestDb) {
         .is_some());
 }
 
+/// A pending intent waiting to retry after an ambiguous attempt cannot be cancelled: it
+/// may have happened, and cancelling would hide that.
+async fn cancel_refuses_an_intent_that_may_have_acted(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-amb", REFUND).await;
+    h.provider.push_fault(FaultRule {
+        matcher: Matcher::Key(r.idempotency_key.clone()),
+        fault: Fault::Status500AfterApply,
+        times: 1,
+    });
+    h.dispatcher.run_once().await.unwrap();
+    assert_eq!(h.intent(r.intent_id).await.state, IntentState::Pending);
+    let cancel = Cancellation {
+        intent_id: r.intent_id,
+        scope: TenantScope::All,
+        actor: "ops".into(),
+        note: "stop".into(),
+        now: Utc::now(),
+    };
+    let err = h.store.cancel_intent(&cancel).await.unwrap_err();
+    assert!(
+        err.to_string().contains("may have reached the provider"),
+        "{err}"
+    );
+    assert_eq!(h.intent(r.intent_id).await.state, IntentState::Pending);
+}
+
 both_backends!(
+    cancel_refuses_an_intent_that_may_have_acted,
     resolve_as_delivered_records_reference_and_audit,
     redispatch_sends_again_with_the_same_key,
     abandon_is_terminal,

@@ -170,3 +170,21 @@ async fn sql_enqueue_inside_a_rolled_back_transaction_records_nothing() {
         .unwrap();
     assert_eq!(n, 0);
 }
+
+#[tokio::test]
+async fn plain_insert_of_a_pruned_operation_is_refused() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let pool = pool(&t);
+    sqlx::query("INSERT INTO outbox_tombstones (tenant, operation_id, intent_id, action, payload_sha256, idempotency_key, final_state, pruned_at) VALUES ('acme', 'op-old', 1, 'issue_refund', repeat('a', 64), 'k', 'delivered', now())")
+        .execute(pool)
+        .await
+        .unwrap();
+    let err = sqlx::query("INSERT INTO outbox_intents (tenant, operation_id, action, payload) VALUES ('acme', 'op-old', 'issue_refund', '{}')")
+        .execute(pool)
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&err).as_deref(), Some("23505"), "{err}");
+    assert!(err.to_string().contains("already recorded"), "{err}");
+}

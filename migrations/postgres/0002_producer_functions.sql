@@ -87,9 +87,16 @@ BEGIN
 END
 $fn$;
 
--- Plain INSERTs by producers stay safe: the database fills in the digest and the key.
+-- Plain INSERTs by producers (leaving payload_sha256 NULL) stay safe: the database fills in
+-- the digest and the key, and refuses an operation that was already recorded and pruned
+-- (its tombstone answers instead: use outbox_enqueue to get the receipt).
 CREATE FUNCTION outbox_intents_fill_defaults() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
+    IF EXISTS (SELECT 1 FROM outbox_tombstones t
+               WHERE t.tenant = NEW.tenant AND t.operation_id = NEW.operation_id) THEN
+        RAISE EXCEPTION 'operation % of tenant % was already recorded (and pruned); call outbox_enqueue for its receipt',
+            NEW.operation_id, NEW.tenant USING ERRCODE = '23505';
+    END IF;
     IF NEW.payload_sha256 IS NULL THEN
         NEW.payload_sha256 := outbox_payload_sha256(NEW.action, NEW.payload_version, NEW.payload);
     END IF;
@@ -113,7 +120,9 @@ $fn$;
 CREATE TRIGGER outbox_intents_notify AFTER INSERT ON outbox_intents
     FOR EACH STATEMENT EXECUTE FUNCTION outbox_intents_notify();
 
--- The enqueue core, given a digest already computed. The Rust library calls this directly
+-- The enqueue core, given a digest already computed. Call it in READ COMMITTED (PostgreSQL's
+-- default): in REPEATABLE READ or SERIALIZABLE an enqueue racing with the pruning of the same
+-- operation could miss the tombstone written after its snapshot. The Rust library calls this directly
 -- (it computes the same digest client-side); other callers use outbox_enqueue below.
 CREATE FUNCTION outbox_enqueue_prehashed(
     p_tenant text, p_operation_id text, p_action text, p_payload jsonb,

@@ -232,7 +232,7 @@ fn validate_schedules(config: &Config, report: &mut Report<'_>) {
     let r = &config.retention;
     report.positive("retention.finished_after", r.finished_after);
     report.positive("retention.tombstone_after", r.tombstone_after);
-    if r.tombstone_after < r.finished_after {
+    if r.tombstone_after <= r.finished_after {
         report.error(
             "retention.tombstone_after",
             format!(

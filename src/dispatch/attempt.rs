@@ -15,6 +15,9 @@ use crate::store::{AttemptRecord, ClaimedIntent, OutcomeRecord, Transition};
 
 /// Sends `intent` once and returns the outcome to record.
 pub async fn deliver(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeRecord {
+    if let Some(reason) = unsafe_to_send(action, intent, Utc::now()) {
+        return not_sent_now(intent, reason);
+    }
     let span = info_span!("attempt", intent_id = intent.id, tenant = %intent.tenant,
         action = %intent.action, attempt = intent.attempt_count, class = field::Empty,
         http_status = field::Empty);
@@ -159,5 +162,64 @@ fn log_outcome(classified: &Classified, transition: &Transition) {
         Transition::Unknown { reason } => {
             tracing::warn!(%reason, "outcome unknown; opened a reconciliation item")
         }
+    }
+}
+
+/// Re-checks, at send time, what was checked when the retry was scheduled: after an
+/// ambiguous attempt an `idempotent_with_key` action may only be resent while the provider
+/// still remembers the key (the retry may be claimed much later than planned: a backlog, a
+/// stopped daemon) and a `not_idempotent` one never. The first attempt after a person's
+/// redispatch is exempt: that person approved the resend.
+fn unsafe_to_send(
+    action: &ActionRuntime,
+    intent: &ClaimedIntent,
+    now: chrono::DateTime<Utc>,
+) -> Option<String> {
+    let redispatched =
+        intent.budget_attempt_base > 0 && intent.attempt_count == intent.budget_attempt_base + 1;
+    if intent.ambiguous_attempts == 0 || redispatched {
+        return None;
+    }
+    match action.retry_safety {
+        crate::action::RetrySafety::SafeAlways => None,
+        crate::action::RetrySafety::NotIdempotent => Some(
+            "not sent: a not_idempotent action after an ambiguous attempt is never resent automatically".into(),
+        ),
+        crate::action::RetrySafety::IdempotentWithKey => {
+            let first = intent.first_sent_at.unwrap_or(intent.created_at);
+            let lands_by = now
+                + chrono::Duration::from_std(action.client.request_timeout())
+                    .unwrap_or(chrono::Duration::MAX);
+            let forgotten = chrono::Duration::from_std(action.key_retention)
+                .ok()
+                .and_then(|r| first.checked_add_signed(r))
+                .is_none_or(|limit| lands_by >= limit);
+            forgotten.then(|| {
+                "not sent: the provider may have forgotten the idempotency key of an earlier ambiguous attempt".to_owned()
+            })
+        }
+    }
+}
+
+/// The record of an attempt that was claimed but deliberately not sent: the intent goes to
+/// reconciliation.
+fn not_sent_now(intent: &ClaimedIntent, reason: String) -> OutcomeRecord {
+    tracing::warn!(intent_id = intent.id, tenant = %intent.tenant, action = %intent.action,
+        %reason, "outcome unknown; opened a reconciliation item");
+    let now = Utc::now();
+    OutcomeRecord {
+        intent_id: intent.id,
+        fencing_token: intent.fencing_token,
+        attempt: intent.attempt_id.map(|attempt_id| AttemptRecord {
+            attempt_id,
+            class: AttemptClass::NotSent,
+            http_status: None,
+            error: Some(reason.clone()),
+            provider_ref: None,
+            duration: std::time::Duration::ZERO,
+            started_at: now,
+        }),
+        transition: Transition::Unknown { reason },
+        now,
     }
 }

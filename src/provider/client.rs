@@ -47,6 +47,7 @@ pub struct ProviderClient {
     max_response_bytes: usize,
     allow_private_addresses: bool,
     status_overrides: BTreeMap<u16, AttemptClass>,
+    request_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for ProviderClient {
@@ -87,6 +88,7 @@ impl ProviderClient {
             builder = builder.dns_resolver(Arc::new(PublicOnlyResolver));
         }
         Ok(Self {
+            request_timeout: settings.request_timeout,
             name: settings.name.clone(),
             base_url: settings.base_url.clone(),
             http: builder.build().map_err(ProviderError::BuildClient)?,
@@ -97,6 +99,11 @@ impl ProviderClient {
             allow_private_addresses: settings.allow_private_addresses,
             status_overrides: settings.status_overrides.clone(),
         })
+    }
+
+    /// The longest a request may take, connection included.
+    pub fn request_timeout(&self) -> std::time::Duration {
+        self.request_timeout
     }
 
     /// The provider's configured name.

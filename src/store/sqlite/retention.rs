@@ -31,6 +31,13 @@ pub(super) async fn prune_finished(
         .bind(ms(now))
         .execute(&mut *tx)
         .await?;
+    sqlx::query(&format!(
+        "DELETE FROM outbox_attempts WHERE intent_id IN ({VICTIMS})"
+    ))
+    .bind(ms(finished_before))
+    .bind(i64::from(limit.max(1)))
+    .execute(&mut *tx)
+    .await?;
     let gone = sqlx::query(&format!(
         "DELETE FROM outbox_intents WHERE id IN ({VICTIMS})"
     ))

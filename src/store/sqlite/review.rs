@@ -157,8 +157,7 @@ async fn apply_to_intent(
         .bind(provider_ref),
         ResolutionKind::Redispatch => sqlx::query(
             "UPDATE outbox_intents SET state = 'pending', next_attempt_at = ?2, updated_at = ?2, \
-             budget_attempt_base = attempt_count, budget_started_at = ?2, \
-             ambiguous_attempts = 0, first_sent_at = NULL \
+             budget_attempt_base = attempt_count, budget_started_at = ?2 \
              WHERE id = ?1 AND state = 'unknown'",
         )
         .bind(intent_id)
@@ -228,7 +227,7 @@ pub(super) async fn cancel_intent(
     }
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let row = sqlx::query(
-        "SELECT id, tenant, state FROM outbox_intents WHERE id = ?1 \
+        "SELECT id, tenant, state, ambiguous_attempts FROM outbox_intents WHERE id = ?1 \
          AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))",
     )
     .bind(c.intent_id)
@@ -241,6 +240,14 @@ pub(super) async fn cancel_intent(
         return Err(ReviewError::WrongState {
             state,
             what: "only a pending intent can be cancelled",
+        });
+    }
+    let ambiguous: i32 = row.try_get("ambiguous_attempts")?;
+    if ambiguous > 0 {
+        return Err(ReviewError::WrongState {
+            state,
+            what: "an earlier attempt may have reached the provider, so it cannot be cancelled; \
+                   let it finish or resolve it in reconciliation",
         });
     }
     sqlx::query("UPDATE outbox_intents SET state = 'cancelled', finished_at = ?2, updated_at = ?2 WHERE id = ?1")
