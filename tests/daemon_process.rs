@@ -160,3 +160,35 @@ async fn three_replicas_share_one_postgres() {
     println!("three replicas: attempts by {owners} distinct owners");
     assert!(owners >= 2, "the work was shared between replicas");
 }
+
+/// PostgreSQL: an idle daemon is woken by NOTIFY on enqueue, not by its polling fallback —
+/// with a 60 s poll interval, each of several intents enqueued one after another into an
+/// idle daemon is delivered within seconds (no lost wake-up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_wakes_an_idle_daemon() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "listener", &t.url, &provider);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text
+        .replace("poll_interval = \"100ms\"", "poll_interval = \"60s\"")
+        .replace(
+            "release_expired_every = \"1s\"",
+            "release_expired_every = \"60s\"",
+        );
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start(&config);
+    for i in 0..5 {
+        let intent = NewIntent::new("acme", format!("wake-{i}"), REFUND, json!({"i": i}));
+        enqueue_committed(&t.db, intent).await;
+        assert!(
+            provider.wait_for_effects(i + 1, Duration::from_secs(10)).await,
+            "intent {i} was not delivered within 10 s: the NOTIFY wake-up was lost (polling is every 60 s)"
+        );
+    }
+    assert!(daemon.terminate());
+    assert_clean(&t, &provider, "notify").await;
+}
