@@ -77,15 +77,8 @@ pub struct PathFields<'a> {
     pub intent_id: i64,
 }
 
-/// Placeholders a path template may contain.
-pub const PATH_PLACEHOLDERS: [&str; 4] = [
-    "{tenant}",
-    "{operation_id}",
-    "{idempotency_key}",
-    "{intent_id}",
-];
-
-/// Fills `{tenant}`, `{operation_id}`, `{idempotency_key}` and `{intent_id}` in `template`,
+/// Fills `{tenant}`, `{operation_id}`, `{idempotency_key}` and `{intent_id}` (the names in
+/// [`crate::config::PROBE_PLACEHOLDERS`]) in `template`,
 /// percent-encoding each value so it stays one path segment or query value.
 pub fn render_path(template: &str, fields: PathFields<'_>) -> String {
     let encode = |v: &str| url::form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>();
