@@ -31,11 +31,14 @@ CREATE TABLE outbox_intents (
     created_at         INTEGER NOT NULL,
     updated_at         INTEGER NOT NULL,
     finished_at        INTEGER,
-    CONSTRAINT outbox_intents_operation UNIQUE (tenant, operation_id)
+    CONSTRAINT outbox_intents_operation UNIQUE (tenant, operation_id),
+    -- A lease exists exactly while the intent is in flight.
+    CONSTRAINT outbox_intents_lease CHECK ((state = 'in_flight') = (lease_expires_at IS NOT NULL))
 );
 
 CREATE INDEX outbox_intents_due ON outbox_intents (next_attempt_at, id) WHERE state = 'pending';
-CREATE INDEX outbox_intents_leases ON outbox_intents (lease_expires_at) WHERE state = 'in_flight';
+-- On the lease, not the state, so outcome writes (`state = 'in_flight'`) look rows up by id.
+CREATE INDEX outbox_intents_leases ON outbox_intents (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX outbox_intents_ordering ON outbox_intents (tenant, ordering_key, id)
     WHERE ordering_key IS NOT NULL AND state IN ('pending', 'in_flight', 'unknown');
 CREATE INDEX outbox_intents_finished ON outbox_intents (finished_at) WHERE finished_at IS NOT NULL;

@@ -17,7 +17,7 @@ use crate::provider::{DeliveryRequest, ProviderClient, ProviderSettings};
 use crate::store::{AttemptRecord, ClaimRequest, Database, OutboxStore, OutcomeRecord, Transition};
 
 /// Intents per claim in every dispatcher-shaped measurement.
-pub const BATCH: u32 = 32;
+pub const BATCH: u32 = 100;
 /// Concurrent lanes (claim → deliver → record loops); the daemon runs
 /// `concurrency / batch_size` of them, so its config uses `concurrency = BATCH * LANES`.
 pub const LANES: usize = 4;
