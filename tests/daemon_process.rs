@@ -103,10 +103,18 @@ async fn sigterm_drains_and_exits_zero(t: &TestDb) {
     assert_eq!(in_flight, 0, "a graceful stop leaves no claim behind");
     let open_attempts = scalar(
         &t.db,
-        "SELECT count(*) FROM outbox_attempts WHERE ended_at IS NULL",
+        "SELECT count(*) FROM outbox_intents WHERE attempt_started_at IS NOT NULL",
     )
     .await;
     assert_eq!(open_attempts, 0);
+    // Every attempt a claim opened was written when it ended (outcome or release).
+    let claimed_attempts = scalar(
+        &t.db,
+        "SELECT coalesce(sum(attempt_count), 0) FROM outbox_intents",
+    )
+    .await;
+    let attempt_rows = scalar(&t.db, "SELECT count(*) FROM outbox_attempts").await;
+    assert_eq!(attempt_rows, claimed_attempts);
     let daemon = Daemon::start(&config);
     assert!(wait_settled(&t.db, Duration::from_secs(60)).await);
     drop(daemon);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use outboxd::action::AttemptClass;
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
 use outboxd::intent::IntentState;
-use support::harness::{Harness, NOTIFY, REFUND};
+use support::harness::{scalar, Harness, NOTIFY, REFUND};
 use support::invariants::assert_invariants;
 use support::TestDb;
 
@@ -291,6 +291,83 @@ async fn expired_lease_of_not_idempotent_goes_to_reconciliation(t: &TestDb) {
     );
 }
 
+/// The attempt a claim opens is shown while open (from the intent row), written once when
+/// its lease lapses, and never again by a takeover of the takeover; the next real attempt
+/// gets the next number.
+async fn open_attempt_is_listed_and_written_once(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-open-attempt", REFUND).await;
+    let request = |owner: &str| outboxd::store::ClaimRequest {
+        owner: owner.into(),
+        lease: Duration::from_secs(5),
+        limit: 10,
+        actions: h.actions.names(),
+        now: chrono::Utc::now(),
+    };
+    assert_eq!(h.store.claim_due(&request("died")).await.unwrap().len(), 1);
+    let in_flight = h.intent(r.intent_id).await;
+    assert!(in_flight.attempt_started_at.is_some());
+    let open = h.store.list_attempts(r.intent_id).await.unwrap();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(
+        (open[0].id, open[0].attempt_number, open[0].owner.as_str()),
+        (0, 1, "died")
+    );
+    assert!(open[0].ended_at.is_none() && open[0].class.is_none());
+    assert_eq!(
+        scalar(&h.db, "SELECT count(*) FROM outbox_attempts").await,
+        0,
+        "no row until the attempt ends"
+    );
+
+    // The lease lapses: the takeover writes the open attempt as ambiguous.
+    h.expire_leases().await;
+    assert_eq!(
+        h.store
+            .reclaim_expired(&request("taker"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let taken = h.intent(r.intent_id).await;
+    assert_eq!(
+        (taken.attempt_started_at, taken.ambiguous_attempts),
+        (None, 1)
+    );
+    let after_takeover = h.store.list_attempts(r.intent_id).await.unwrap();
+    assert_eq!(after_takeover.len(), 1, "{after_takeover:?}");
+    assert_eq!(after_takeover[0].class, Some(AttemptClass::Ambiguous));
+    assert_eq!(after_takeover[0].owner, "died");
+    assert!(after_takeover[0].id > 0 && after_takeover[0].ended_at.is_some());
+
+    // The taker dies too before deciding: its takeover opened no attempt, so the next
+    // takeover writes nothing and counts nothing; the dispatcher then retries (keyed).
+    h.expire_leases().await;
+    h.dispatcher.drain().await.unwrap();
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    let done = h.intent(r.intent_id).await;
+    assert_eq!(
+        (done.state, done.ambiguous_attempts),
+        (IntentState::Delivered, 1)
+    );
+    let history = h.store.list_attempts(r.intent_id).await.unwrap();
+    let summary: Vec<_> = history
+        .iter()
+        .map(|a| (a.attempt_number, a.class))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (1, Some(AttemptClass::Ambiguous)),
+            (2, Some(AttemptClass::Delivered))
+        ]
+    );
+    assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 1);
+    assert_invariants(&h).await;
+}
+
 /// Intents sharing an ordering key are attempted strictly in enqueue order; a later one
 /// waits while an earlier one is unfinished.
 async fn ordering_key_preserves_enqueue_order(t: &TestDb) {
@@ -394,6 +471,7 @@ both_backends!(
     keyed_outside_retention_goes_to_reconciliation,
     zombie_cannot_overwrite_new_owner,
     expired_lease_of_not_idempotent_goes_to_reconciliation,
+    open_attempt_is_listed_and_written_once,
     ordering_key_preserves_enqueue_order,
     unconfigured_action_waits,
 );

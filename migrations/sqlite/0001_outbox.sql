@@ -21,6 +21,9 @@ CREATE TABLE outbox_intents (
     deadline_at        INTEGER,
     lease_owner        TEXT,
     lease_expires_at   INTEGER,
+    -- When the attempt this in-flight claim opened began; NULL when none is open (not in
+    -- flight, or a takeover after lease expiry). Its attempt row is written once, when it ends.
+    attempt_started_at INTEGER,
     fencing_token      INTEGER NOT NULL DEFAULT 0,
     budget_attempt_base INTEGER NOT NULL DEFAULT 0,
     budget_started_at  INTEGER,
@@ -33,7 +36,8 @@ CREATE TABLE outbox_intents (
     finished_at        INTEGER,
     CONSTRAINT outbox_intents_operation UNIQUE (tenant, operation_id),
     -- A lease exists exactly while the intent is in flight.
-    CONSTRAINT outbox_intents_lease CHECK ((state = 'in_flight') = (lease_expires_at IS NOT NULL))
+    CONSTRAINT outbox_intents_lease CHECK ((state = 'in_flight') = (lease_expires_at IS NOT NULL)),
+    CONSTRAINT outbox_intents_open_attempt CHECK (attempt_started_at IS NULL OR state = 'in_flight')
 );
 
 CREATE INDEX outbox_intents_due ON outbox_intents (next_attempt_at, id) WHERE state = 'pending';
@@ -47,8 +51,10 @@ CREATE INDEX outbox_intents_finished ON outbox_intents (finished_at) WHERE finis
 CREATE INDEX outbox_intents_tenant_review ON outbox_intents (tenant, state, id)
     WHERE state IN ('pending', 'unknown', 'failed');
 
--- One row per attempt. No foreign key: the dispatcher writes these on its hot path, and
--- retention deletes an intent's attempts with the intent, in the same statement.
+-- One row per finished attempt, written when it ends (with the outcome, a lease takeover,
+-- or a release); the open one lives in outbox_intents.attempt_started_at. No foreign key:
+-- the dispatcher writes these on its hot path, and retention deletes an intent's attempts
+-- with the intent, in the same statement.
 CREATE TABLE outbox_attempts (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
     intent_id      INTEGER NOT NULL,

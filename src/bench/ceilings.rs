@@ -32,12 +32,11 @@ fn claim_request(owner: &str, limit: u32) -> ClaimRequest {
     }
 }
 
-fn delivered(intent_id: i64, fencing_token: i64, attempt_id: Option<i64>) -> OutcomeRecord {
+fn delivered(intent_id: i64, fencing_token: i64) -> OutcomeRecord {
     OutcomeRecord {
         intent_id,
         fencing_token,
-        attempt: attempt_id.map(|attempt_id| AttemptRecord {
-            attempt_id,
+        attempt: Some(AttemptRecord {
             class: AttemptClass::Delivered,
             http_status: Some(200),
             error: None,
@@ -167,14 +166,14 @@ async fn own_sql_lane(
         }
         let outcomes: Vec<_> = claimed
             .iter()
-            .map(|c| delivered(c.id, c.fencing_token, c.attempt_id))
+            .map(|c| delivered(c.id, c.fencing_token))
             .collect();
         store.record_outcomes(&outcomes).await?;
         done += claimed.len();
     }
 }
 
-/// (2b) The dispatcher's own SQL: claim (with attempt rows) → record outcomes, no HTTP,
+/// (2b) The dispatcher's own SQL: claim (attempt marked open) → record outcomes (attempt rows), no HTTP,
 /// with as many concurrent lanes as the daemon runs.
 pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), BenchError> {
     let bench = BenchDb::create(&options.database, "ownsql").await?;
@@ -276,7 +275,7 @@ pub async fn naive(
             ))
             .await;
         store
-            .record_outcomes(&[delivered(c.id, c.fencing_token, c.attempt_id)])
+            .record_outcomes(&[delivered(c.id, c.fencing_token)])
             .await?;
         done += 1;
     }

@@ -103,6 +103,19 @@ impl Report {
             e2e,
             min,
         );
+        // On one machine the database, the dispatcher and the provider share the CPU: if
+        // a delivery costs the CPU of one (2b) intent plus one (3) request, end-to-end can
+        // reach at most 1 / (1/(2b) + 1/(3)). The ratio says how much of that the pipeline
+        // gets; what is left between it and the target is cost per intent, not waiting.
+        let shared = match (self.get("own_sql"), self.get("http")) {
+            (Some(a), Some(b)) if a > 0.0 && b > 0.0 => Some(1.0 / (1.0 / a + 1.0 / b)),
+            _ => None,
+        };
+        ratio(
+            "end-to-end / shared-CPU bound 1/(1/(2b)+1/(3))",
+            e2e,
+            shared,
+        );
         ratio(
             "end-to-end / naive floor             [target >= 5]",
             e2e,

@@ -54,7 +54,6 @@ pub async fn deliver(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeR
             span.record("http_status", status);
         }
         let record = AttemptRecord {
-            attempt_id: intent.attempt_id.unwrap_or_default(),
             class: classified.class,
             http_status: classified.http_status,
             error: classified.error.clone(),
@@ -210,8 +209,7 @@ fn not_sent_now(intent: &ClaimedIntent, reason: String) -> OutcomeRecord {
     OutcomeRecord {
         intent_id: intent.id,
         fencing_token: intent.fencing_token,
-        attempt: intent.attempt_id.map(|attempt_id| AttemptRecord {
-            attempt_id,
+        attempt: Some(AttemptRecord {
             class: AttemptClass::NotSent,
             http_status: None,
             error: Some(reason.clone()),

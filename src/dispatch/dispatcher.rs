@@ -249,7 +249,6 @@ impl Dispatcher {
             _ => Finished::Release(Release {
                 intent_id: intent.id,
                 fencing_token: intent.fencing_token,
-                attempt_id: intent.attempt_id,
                 reason: "released unsent (dispatcher shutting down)".to_owned(),
             }),
         }

@@ -22,7 +22,6 @@ fn intent(attempt_count: i32) -> ClaimedIntent {
         attempt_count,
         ambiguous_attempts: 0,
         fencing_token: 1,
-        attempt_id: Some(1),
         first_sent_at: None,
         created_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
         deadline_at: None,
@@ -34,7 +33,6 @@ fn intent(attempt_count: i32) -> ClaimedIntent {
 
 fn attempt(class: AttemptClass, started_after_enqueue_secs: i64) -> AttemptRecord {
     AttemptRecord {
-        attempt_id: 1,
         class,
         http_status: Some(200),
         error: None,

@@ -58,7 +58,8 @@ pub trait OutboxStore: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
 
     /// Claims due pending intents (respecting ordering keys), bumps their fencing tokens,
-    /// opens an attempt row for each, and commits before returning: no lock is held after.
+    /// marks an attempt open on each (`attempt_started_at`; its row is written when it
+    /// ends), and commits before returning: no lock is held after.
     async fn claim_due(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError>;
 
     /// Like [`OutboxStore::claim_due`], but only intents after `after` in claim order
@@ -226,6 +227,12 @@ pub(crate) fn parse_class(
 /// What lease expiry records on the abandoned attempt.
 pub(crate) const LEASE_EXPIRED_ERROR: &str =
     "lease expired before the outcome was recorded (the dispatcher died or stalled); the request may have reached the provider";
+
+/// Whether no intent appears twice in a batch (each batch row writes one attempt row).
+pub(crate) fn each_intent_once(ids: impl Iterator<Item = IntentId>) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    ids.into_iter().all(|id| seen.insert(id))
+}
 
 /// Converts a lease length to whole milliseconds for SQL.
 pub(crate) fn lease_millis(req: &ClaimRequest) -> i64 {

@@ -48,8 +48,6 @@ pub struct ClaimedIntent {
     pub ambiguous_attempts: i32,
     /// The fencing token of this claim; outcomes are recorded only while it matches.
     pub fencing_token: i64,
-    /// The open attempt row, when this claim is about to send (None for a lease takeover).
-    pub attempt_id: Option<i64>,
     /// When a request with this key may first have reached the provider.
     pub first_sent_at: Option<DateTime<Utc>>,
     /// When the intent was enqueued.
@@ -102,11 +100,10 @@ impl Transition {
     }
 }
 
-/// The end of one attempt, as written to its `outbox_attempts` row.
+/// One attempt that ended, written as its `outbox_attempts` row (the claim opened it; the
+/// store takes its number, owner and fencing token from the claim).
 #[derive(Debug, Clone)]
 pub struct AttemptRecord {
-    /// The attempt row opened by the claim.
-    pub attempt_id: i64,
     /// Its class.
     pub class: AttemptClass,
     /// HTTP status, when a response arrived.
@@ -152,8 +149,6 @@ pub struct Release {
     pub intent_id: IntentId,
     /// The claim's fencing token.
     pub fencing_token: i64,
-    /// The attempt row to close as `not_sent`.
-    pub attempt_id: Option<i64>,
     /// Why it was released.
     pub reason: String,
 }
@@ -191,6 +186,9 @@ pub struct IntentRow {
     pub lease_owner: Option<String>,
     /// Lease expiry while in flight.
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// While in flight: when the attempt this claim opened began (its attempt row is written
+    /// when it ends). None otherwise, and for a takeover after lease expiry.
+    pub attempt_started_at: Option<DateTime<Utc>>,
     /// Current fencing token.
     pub fencing_token: i64,
     /// Provider reference once delivered.
@@ -207,10 +205,12 @@ pub struct IntentRow {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
-/// One attempt as shown to people and tests.
+/// One attempt as shown to people and tests. The attempt an in-flight claim opened has no
+/// row yet (it is written when the attempt ends); listings show it from the intent, with
+/// `id` 0 and no end or class.
 #[derive(Debug, Clone, Serialize)]
 pub struct AttemptRow {
-    /// Attempt id.
+    /// Attempt id (0 for the open attempt).
     pub id: i64,
     /// Intent id.
     pub intent_id: IntentId,

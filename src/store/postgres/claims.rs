@@ -40,87 +40,95 @@ WITH due AS (
 ), claimed AS (
     UPDATE outbox_intents i
     SET state = 'in_flight', lease_owner = $4, lease_expires_at = $1 + make_interval(secs => $5::double precision / 1000),
-        fencing_token = i.fencing_token + 1, attempt_count = i.attempt_count + 1, updated_at = $1
+        fencing_token = i.fencing_token + 1, attempt_count = i.attempt_count + 1,
+        attempt_started_at = $1, updated_at = $1
     FROM due WHERE i.id = due.id
     RETURNING i.*
-), attempts AS (
-    INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, started_at)
-    SELECT c.id, c.attempt_count, c.fencing_token, $4, $1 FROM claimed c
-    RETURNING id AS attempt_id, intent_id
 )
-SELECT c.id, c.tenant, c.operation_id, c.action, c.payload, c.payload_version, c.idempotency_key,
-       c.attempt_count, c.ambiguous_attempts, c.fencing_token, c.first_sent_at, c.created_at,
-       c.deadline_at, c.budget_attempt_base, c.budget_started_at, c.next_attempt_at, a.attempt_id
-FROM claimed c JOIN attempts a ON a.intent_id = c.id
-ORDER BY c.next_attempt_at, c.id
+SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
+       attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
+       deadline_at, budget_attempt_base, budget_started_at, next_attempt_at
+FROM claimed
+ORDER BY next_attempt_at, id
 "#;
 
-/// Takes over in-flight intents whose lease expired: closes their open attempt as
-/// ambiguous, counts it, sets `first_sent_at`, and bumps the fencing token so the old
-/// owner can no longer record anything.
+/// Takes over in-flight intents whose lease expired: writes the open attempt (if the claim
+/// opened one) as ambiguous, counts it, sets `first_sent_at`, and bumps the fencing token so
+/// the old owner can no longer record anything. The takeover itself opens no attempt.
+/// `closed` takes the attempt from `expired`, which returns the row version it locked (the
+/// newest), not the statement's snapshot: another replica may have taken the row over, or
+/// recorded and re-claimed it, after the snapshot was taken.
 const RECLAIM_EXPIRED_SQL: &str = r#"
 WITH expired AS (
-    SELECT id FROM outbox_intents
+    SELECT id, attempt_count, fencing_token, lease_owner, attempt_started_at
+    FROM outbox_intents
     WHERE state = 'in_flight' AND lease_expires_at < $1
     ORDER BY lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), closed AS (
-    UPDATE outbox_attempts a SET ended_at = $1, class = 'ambiguous', error = $5
-    FROM expired WHERE a.intent_id = expired.id AND a.ended_at IS NULL
-    RETURNING a.intent_id, a.started_at
+    INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, started_at,
+                                 ended_at, class, error)
+    SELECT e.id, e.attempt_count, e.fencing_token, e.lease_owner, e.attempt_started_at, $1,
+           'ambiguous', $5
+    FROM expired e
+    WHERE e.attempt_started_at IS NOT NULL
 ), taken AS (
     UPDATE outbox_intents i
     SET fencing_token = i.fencing_token + 1, lease_owner = $3,
         lease_expires_at = $1 + make_interval(secs => $4::double precision / 1000),
-        ambiguous_attempts = i.ambiguous_attempts + (SELECT count(*) FROM closed WHERE closed.intent_id = i.id),
-        first_sent_at = coalesce(i.first_sent_at, (SELECT min(started_at) FROM closed WHERE closed.intent_id = i.id)),
-        last_error = $5, updated_at = $1
+        ambiguous_attempts = i.ambiguous_attempts + (i.attempt_started_at IS NOT NULL)::int,
+        first_sent_at = coalesce(i.first_sent_at, i.attempt_started_at),
+        attempt_started_at = NULL, last_error = $5, updated_at = $1
     FROM expired WHERE i.id = expired.id
     RETURNING i.*
 )
 SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
        attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at, deadline_at,
-       budget_attempt_base, budget_started_at, next_attempt_at, NULL::bigint AS attempt_id
+       budget_attempt_base, budget_started_at, next_attempt_at
 FROM taken ORDER BY id
 "#;
 
 /// Records a batch of outcomes in one statement. Each row applies only while the intent is
-/// in flight under the same fencing token; the attempt row and the reconciliation item are
-/// written only for rows that applied. Returns the ids that applied.
+/// in flight under the same fencing token; for rows that applied, the attempt row is written
+/// (once, now that it ended) and the reconciliation item opened. Returns the ids that
+/// applied. `att` reads the claim's attempt number, owner and start from the statement's
+/// snapshot, as it was before `upd`: that is the claim's own row, because the claim
+/// committed before this statement began, every later claim or takeover bumps the token,
+/// and `upd` applies only under the same token. The batch holds each intent at most once.
 const RECORD_OUTCOMES_SQL: &str = r#"
 WITH o AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[],
-                         $6::text[], $7::int[], $8::int[], $9::timestamptz[], $10::bigint[],
-                         $11::text[], $12::bigint[], $14::timestamptz[])
+                         $6::text[], $7::int[], $8::int[], $9::timestamptz[],
+                         $10::text[], $11::bigint[], $13::timestamptz[])
         AS o(intent_id, token, state, next_at, provider_ref, error, http_status, ambiguous,
-             sent_at, attempt_id, class, duration_ms, attempt_started)
+             sent_at, class, duration_ms, attempt_started)
 ), upd AS (
     UPDATE outbox_intents i
     SET state = o.state,
         next_attempt_at = coalesce(o.next_at, i.next_attempt_at),
-        lease_owner = NULL, lease_expires_at = NULL,
+        lease_owner = NULL, lease_expires_at = NULL, attempt_started_at = NULL,
         provider_ref = coalesce(o.provider_ref, i.provider_ref),
         last_error = coalesce(o.error, i.last_error),
         last_http_status = coalesce(o.http_status, i.last_http_status),
         ambiguous_attempts = i.ambiguous_attempts + o.ambiguous,
         first_sent_at = coalesce(i.first_sent_at, o.sent_at),
-        finished_at = CASE WHEN o.state IN ('delivered', 'failed') THEN $13 ELSE NULL END,
-        updated_at = $13
+        finished_at = CASE WHEN o.state IN ('delivered', 'failed') THEN $12 ELSE NULL END,
+        updated_at = $12
     FROM o
     WHERE i.id = o.intent_id AND i.fencing_token = o.token AND i.state = 'in_flight'
     RETURNING i.id, i.tenant
 ), att AS (
-    UPDATE outbox_attempts a
-    SET ended_at = $13, class = o.class, http_status = o.http_status, error = o.error,
-        provider_ref = o.provider_ref, duration_ms = o.duration_ms,
-        started_at = coalesce(o.attempt_started, a.started_at)
-    FROM o JOIN upd ON upd.id = o.intent_id
-    WHERE a.id = o.attempt_id AND a.ended_at IS NULL
-    RETURNING a.id
+    INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, started_at,
+                                 ended_at, class, http_status, error, provider_ref, duration_ms)
+    SELECT i.id, i.attempt_count, i.fencing_token, i.lease_owner,
+           coalesce(o.attempt_started, i.attempt_started_at), $12, o.class, o.http_status,
+           o.error, o.provider_ref, o.duration_ms
+    FROM o JOIN upd ON upd.id = o.intent_id JOIN outbox_intents i ON i.id = o.intent_id
+    WHERE o.class IS NOT NULL AND i.attempt_started_at IS NOT NULL
 ), rec AS (
     INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at)
-    SELECT upd.id, upd.tenant, coalesce(o.error, 'outcome unknown'), $13
+    SELECT upd.id, upd.tenant, coalesce(o.error, 'outcome unknown'), $12
     FROM upd JOIN o ON o.intent_id = upd.id
     WHERE o.state = 'unknown'
     ON CONFLICT (intent_id) WHERE resolved_at IS NULL DO NOTHING
@@ -129,21 +137,23 @@ WITH o AS (
 SELECT id FROM upd
 "#;
 
-/// Hands unsent claims back: pending again, attempt closed as `not_sent`.
+/// Hands unsent claims back: pending again, the opened attempt written as `not_sent`.
 const RELEASE_SQL: &str = r#"
 WITH r AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[])
-        AS r(intent_id, token, attempt_id, reason)
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r(intent_id, token, reason)
 ), upd AS (
     UPDATE outbox_intents i
-    SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $5,
-        next_attempt_at = $5
+    SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+        attempt_started_at = NULL, updated_at = $4, next_attempt_at = $4
     FROM r WHERE i.id = r.intent_id AND i.fencing_token = r.token AND i.state = 'in_flight'
     RETURNING i.id
 )
-UPDATE outbox_attempts a SET ended_at = $5, class = 'not_sent', error = r.reason, duration_ms = 0
-FROM r JOIN upd ON upd.id = r.intent_id
-WHERE a.id = r.attempt_id AND a.ended_at IS NULL
+INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, started_at,
+                             ended_at, class, error, duration_ms)
+SELECT i.id, i.attempt_count, i.fencing_token, i.lease_owner, i.attempt_started_at, $4,
+       'not_sent', r.reason, 0
+FROM r JOIN upd ON upd.id = r.intent_id JOIN outbox_intents i ON i.id = r.intent_id
+WHERE i.attempt_started_at IS NOT NULL
 "#;
 
 fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
@@ -159,7 +169,6 @@ fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
         attempt_count: row.try_get("attempt_count")?,
         ambiguous_attempts: row.try_get("ambiguous_attempts")?,
         fencing_token: row.try_get("fencing_token")?,
-        attempt_id: row.try_get("attempt_id")?,
         first_sent_at: row.try_get("first_sent_at")?,
         created_at: row.try_get("created_at")?,
         deadline_at: row.try_get("deadline_at")?,
@@ -215,7 +224,6 @@ struct OutcomeColumns {
     http_status: Vec<Option<i32>>,
     ambiguous: Vec<i32>,
     sent_at: Vec<Option<DateTime<Utc>>>,
-    attempt_id: Vec<Option<i64>>,
     class: Vec<Option<&'static str>>,
     duration_ms: Vec<Option<i64>>,
     attempt_started: Vec<Option<DateTime<Utc>>>,
@@ -248,7 +256,6 @@ impl OutcomeColumns {
                 .filter(|a| a.class != crate::action::AttemptClass::NotSent)
                 .map(|a| a.started_at),
         );
-        self.attempt_id.push(attempt.map(|a| a.attempt_id));
         self.class.push(attempt.map(|a| a.class.as_str()));
         self.attempt_started.push(attempt.map(|a| a.started_at));
         self.duration_ms
@@ -263,6 +270,10 @@ pub(super) async fn record_outcomes(
     let Some(first) = outcomes.first() else {
         return Ok(Vec::new());
     };
+    debug_assert!(
+        crate::store::each_intent_once(outcomes.iter().map(|o| o.intent_id)),
+        "an outcome batch names an intent twice"
+    );
     let mut cols = OutcomeColumns::default();
     outcomes.iter().for_each(|o| cols.push(o));
     let applied: Vec<i64> = sqlx::query_scalar(RECORD_OUTCOMES_SQL)
@@ -275,7 +286,6 @@ pub(super) async fn record_outcomes(
         .bind(&cols.http_status)
         .bind(&cols.ambiguous)
         .bind(&cols.sent_at)
-        .bind(&cols.attempt_id)
         .bind(&cols.class)
         .bind(&cols.duration_ms)
         .bind(first.now)
@@ -302,14 +312,16 @@ pub(super) async fn release_claims(
     if releases.is_empty() {
         return Ok(());
     }
+    debug_assert!(
+        crate::store::each_intent_once(releases.iter().map(|r| r.intent_id)),
+        "a release batch names an intent twice"
+    );
     let ids: Vec<i64> = releases.iter().map(|r| r.intent_id).collect();
     let tokens: Vec<i64> = releases.iter().map(|r| r.fencing_token).collect();
-    let attempts: Vec<Option<i64>> = releases.iter().map(|r| r.attempt_id).collect();
     let reasons: Vec<&str> = releases.iter().map(|r| r.reason.as_str()).collect();
     sqlx::query(RELEASE_SQL)
         .bind(&ids)
         .bind(&tokens)
-        .bind(&attempts)
         .bind(&reasons)
         .bind(now)
         .execute(pool)

@@ -12,8 +12,8 @@ use crate::store::{
 
 const INTENT_COLUMNS: &str = "id, tenant, operation_id, action, payload_version, payload, \
     payload_sha256, idempotency_key, ordering_key, state, attempt_count, ambiguous_attempts, \
-    next_attempt_at, lease_owner, lease_expires_at, fencing_token, provider_ref, last_error, \
-    last_http_status, created_at, updated_at, finished_at";
+    next_attempt_at, lease_owner, lease_expires_at, attempt_started_at, fencing_token, \
+    provider_ref, last_error, last_http_status, created_at, updated_at, finished_at";
 
 pub(super) fn intent_from_row(row: &PgRow) -> Result<IntentRow, StoreError> {
     let payload: Json<serde_json::Value> = row.try_get("payload")?;
@@ -34,6 +34,7 @@ pub(super) fn intent_from_row(row: &PgRow) -> Result<IntentRow, StoreError> {
         next_attempt_at: row.try_get("next_attempt_at")?,
         lease_owner: row.try_get("lease_owner")?,
         lease_expires_at: row.try_get("lease_expires_at")?,
+        attempt_started_at: row.try_get("attempt_started_at")?,
         fencing_token: row.try_get("fencing_token")?,
         provider_ref: row.try_get("provider_ref")?,
         last_error: row.try_get("last_error")?,
@@ -116,7 +117,12 @@ pub(super) async fn list_attempts(
     let rows = sqlx::query(
         "SELECT id, intent_id, attempt_number, fencing_token, owner, started_at, ended_at, class, \
          http_status, error, provider_ref, duration_ms FROM outbox_attempts \
-         WHERE intent_id = $1 ORDER BY attempt_number, id",
+         WHERE intent_id = $1 \
+         UNION ALL \
+         SELECT 0, id, attempt_count, fencing_token, coalesce(lease_owner, ''), \
+         attempt_started_at, NULL, NULL, NULL, NULL, NULL, NULL FROM outbox_intents \
+         WHERE id = $1 AND attempt_started_at IS NOT NULL \
+         ORDER BY attempt_number, id",
     )
     .bind(intent_id)
     .fetch_all(pool)

@@ -14,7 +14,8 @@ use crate::store::{
 const CLAIM_DUE_SQL: &str = r#"
 UPDATE outbox_intents
 SET state = 'in_flight', lease_owner = ?2, lease_expires_at = ?1 + ?3,
-    fencing_token = fencing_token + 1, attempt_count = attempt_count + 1, updated_at = ?1
+    fencing_token = fencing_token + 1, attempt_count = attempt_count + 1,
+    attempt_started_at = ?1, updated_at = ?1
 WHERE id IN (
     SELECT i.id FROM outbox_intents i
     WHERE i.state = 'pending' AND i.next_attempt_at <= ?1
@@ -30,31 +31,30 @@ RETURNING id, tenant, operation_id, action, payload, payload_version, idempotenc
           deadline_at, budget_attempt_base, budget_started_at, next_attempt_at
 "#;
 
-/// Opens one attempt row per claimed intent, in one statement.
-const OPEN_ATTEMPTS_SQL: &str = "INSERT INTO outbox_attempts \
-    (intent_id, attempt_number, fencing_token, owner, started_at) \
-    SELECT id, attempt_count, fencing_token, ?1, ?2 FROM outbox_intents \
-    WHERE id IN (SELECT value FROM json_each(?3)) RETURNING id, intent_id";
-
 const EXPIRED_SQL: &str = "SELECT id FROM outbox_intents \
     WHERE state = 'in_flight' AND lease_expires_at < ?1 ORDER BY lease_expires_at LIMIT ?2";
 
-const CLOSE_EXPIRED_ATTEMPTS_SQL: &str = "UPDATE outbox_attempts \
-    SET ended_at = ?2, class = 'ambiguous', error = ?3 \
-    WHERE intent_id = ?1 AND ended_at IS NULL RETURNING started_at";
+/// Writes the attempt a lapsed claim had opened (if any) as ambiguous, from the row as it
+/// is before the takeover.
+const CLOSE_EXPIRED_ATTEMPT_SQL: &str = "INSERT INTO outbox_attempts \
+    (intent_id, attempt_number, fencing_token, owner, started_at, ended_at, class, error) \
+    SELECT id, attempt_count, fencing_token, lease_owner, attempt_started_at, ?2, 'ambiguous', ?3 \
+    FROM outbox_intents WHERE id = ?1 AND attempt_started_at IS NOT NULL";
 
+/// Takes the lapsed claim over: counts its open attempt as ambiguous and bumps the token.
 const TAKE_OVER_SQL: &str = r#"
 UPDATE outbox_intents
 SET fencing_token = fencing_token + 1, lease_owner = ?2, lease_expires_at = ?3 + ?4,
-    ambiguous_attempts = ambiguous_attempts + ?5, first_sent_at = coalesce(first_sent_at, ?6),
-    last_error = ?7, updated_at = ?3
+    ambiguous_attempts = ambiguous_attempts + (attempt_started_at IS NOT NULL),
+    first_sent_at = coalesce(first_sent_at, attempt_started_at), attempt_started_at = NULL,
+    last_error = ?5, updated_at = ?3
 WHERE id = ?1
 RETURNING id, tenant, operation_id, action, payload, payload_version, idempotency_key,
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at, NULL AS attempt_id
+          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at
 "#;
 
-fn claimed_from_row(row: &SqliteRow, attempt_id: Option<i64>) -> Result<ClaimedIntent, StoreError> {
+fn claimed_from_row(row: &SqliteRow) -> Result<ClaimedIntent, StoreError> {
     let payload: String = row.try_get("payload")?;
     let payload = serde_json::from_str(&payload)
         .map_err(|e| StoreError::Corrupt(format!("payload is not JSON: {e}")))?;
@@ -69,7 +69,6 @@ fn claimed_from_row(row: &SqliteRow, attempt_id: Option<i64>) -> Result<ClaimedI
         attempt_count: row.try_get("attempt_count")?,
         ambiguous_attempts: row.try_get("ambiguous_attempts")?,
         fencing_token: row.try_get("fencing_token")?,
-        attempt_id,
         first_sent_at: row.try_get::<Option<i64>, _>("first_sent_at")?.map(from_ms),
         created_at: from_ms(row.try_get("created_at")?),
         deadline_at: row.try_get::<Option<i64>, _>("deadline_at")?.map(from_ms),
@@ -97,24 +96,9 @@ pub(super) async fn claim_due(
         .fetch_all(&mut *tx)
         .await?;
     rows.sort_by_key(|r| (r.get::<i64, _>("next_attempt_at"), r.get::<i64, _>("id")));
-    let ids: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>("id")).collect();
-    let opened: Vec<(i64, i64)> = if ids.is_empty() {
-        Vec::new()
-    } else {
-        sqlx::query_as(OPEN_ATTEMPTS_SQL)
-            .bind(&req.owner)
-            .bind(now)
-            .bind(serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()))
-            .fetch_all(&mut *tx)
-            .await?
-    };
-    let attempt_of: std::collections::HashMap<i64, i64> = opened
-        .into_iter()
-        .map(|(attempt, intent)| (intent, attempt))
-        .collect();
     let claimed = rows
         .iter()
-        .map(|row| claimed_from_row(row, attempt_of.get(&row.get::<i64, _>("id")).copied()))
+        .map(claimed_from_row)
         .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
     Ok(claimed)
@@ -133,23 +117,21 @@ pub(super) async fn reclaim_expired(
         .await?;
     let mut taken = Vec::with_capacity(ids.len());
     for id in ids {
-        let starts: Vec<i64> = sqlx::query_scalar(CLOSE_EXPIRED_ATTEMPTS_SQL)
+        sqlx::query(CLOSE_EXPIRED_ATTEMPT_SQL)
             .bind(id)
             .bind(now)
             .bind(LEASE_EXPIRED_ERROR)
-            .fetch_all(&mut *tx)
+            .execute(&mut *tx)
             .await?;
         let row = sqlx::query(TAKE_OVER_SQL)
             .bind(id)
             .bind(&req.owner)
             .bind(now)
             .bind(lease_millis(req))
-            .bind(i64::try_from(starts.len()).unwrap_or(0))
-            .bind(starts.iter().min().copied())
             .bind(LEASE_EXPIRED_ERROR)
             .fetch_one(&mut *tx)
             .await?;
-        taken.push(claimed_from_row(&row, None)?);
+        taken.push(claimed_from_row(&row)?);
     }
     tx.commit().await?;
     Ok(taken)
@@ -166,27 +148,31 @@ pub(super) async fn release_claims(
     let now = ms(now);
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     for r in releases {
-        let released = sqlx::query(
+        // The opened attempt first, from the claim as it is, then the release (fenced).
+        sqlx::query(
+            "INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, \
+             started_at, ended_at, class, error, duration_ms) \
+             SELECT id, attempt_count, fencing_token, lease_owner, attempt_started_at, ?3, \
+             'not_sent', ?4, 0 FROM outbox_intents \
+             WHERE id = ?1 AND fencing_token = ?2 AND state = 'in_flight' \
+               AND attempt_started_at IS NOT NULL",
+        )
+        .bind(r.intent_id)
+        .bind(r.fencing_token)
+        .bind(now)
+        .bind(&r.reason)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
             "UPDATE outbox_intents SET state = 'pending', lease_owner = NULL, \
-             lease_expires_at = NULL, next_attempt_at = ?3, updated_at = ?3 \
-             WHERE id = ?1 AND fencing_token = ?2 AND state = 'in_flight'",
+             lease_expires_at = NULL, attempt_started_at = NULL, next_attempt_at = ?3, \
+             updated_at = ?3 WHERE id = ?1 AND fencing_token = ?2 AND state = 'in_flight'",
         )
         .bind(r.intent_id)
         .bind(r.fencing_token)
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        if released.rows_affected() == 1 {
-            sqlx::query(
-                "UPDATE outbox_attempts SET ended_at = ?2, class = 'not_sent', error = ?3, \
-                 duration_ms = 0 WHERE id = ?1 AND ended_at IS NULL",
-            )
-            .bind(r.attempt_id)
-            .bind(now)
-            .bind(&r.reason)
-            .execute(&mut *tx)
-            .await?;
-        }
     }
     tx.commit().await?;
     Ok(())

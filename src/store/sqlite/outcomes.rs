@@ -1,6 +1,7 @@
 //! Recording a batch of outcomes on SQLite in one `BEGIN IMMEDIATE` transaction of three
-//! statements: the intents (fenced by token), their attempt rows, and the reconciliation
-//! items of those that became unknown. The batch travels as one JSON array.
+//! statements: the attempt rows (written once, now that they ended, from the claims as they
+//! stand), the intents (both fenced by token), and the reconciliation items of those that
+//! became unknown. The batch travels as one JSON array.
 
 use serde_json::json;
 use sqlx::SqlitePool;
@@ -14,7 +15,7 @@ const OUTCOMES: &str = "SELECT value ->> '$.id' AS id, value ->> '$.token' AS to
     value ->> '$.state' AS state, value ->> '$.next_at' AS next_at, \
     value ->> '$.provider_ref' AS provider_ref, value ->> '$.error' AS error, \
     value ->> '$.http_status' AS http_status, value ->> '$.ambiguous' AS ambiguous, \
-    value ->> '$.sent_at' AS sent_at, value ->> '$.attempt_id' AS attempt_id, \
+    value ->> '$.sent_at' AS sent_at, \
     value ->> '$.class' AS class, value ->> '$.duration_ms' AS duration_ms, \
     value ->> '$.attempt_started' AS attempt_started FROM json_each(?1)";
 
@@ -24,7 +25,7 @@ fn record_intents_sql() -> String {
     format!(
         "UPDATE outbox_intents AS i SET state = o.state, \
          next_attempt_at = coalesce(o.next_at, i.next_attempt_at), \
-         lease_owner = NULL, lease_expires_at = NULL, \
+         lease_owner = NULL, lease_expires_at = NULL, attempt_started_at = NULL, \
          provider_ref = coalesce(o.provider_ref, i.provider_ref), \
          last_error = coalesce(o.error, i.last_error), \
          last_http_status = coalesce(o.http_status, i.last_http_status), \
@@ -38,14 +39,18 @@ fn record_intents_sql() -> String {
     )
 }
 
+/// Writes the attempt each applicable outcome ends (before the intents move on, so the
+/// claim's attempt number, owner and start are still there).
 fn record_attempts_sql() -> String {
     format!(
-        "UPDATE outbox_attempts AS a SET ended_at = ?2, class = o.class, \
-         http_status = o.http_status, error = o.error, provider_ref = o.provider_ref, \
-         duration_ms = o.duration_ms, started_at = coalesce(o.attempt_started, a.started_at) \
-         FROM ({OUTCOMES}) AS o \
-         WHERE a.id = o.attempt_id AND a.ended_at IS NULL \
-           AND o.id IN (SELECT value FROM json_each(?3))"
+        "INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, \
+         started_at, ended_at, class, http_status, error, provider_ref, duration_ms) \
+         SELECT i.id, i.attempt_count, i.fencing_token, i.lease_owner, \
+         coalesce(o.attempt_started, i.attempt_started_at), ?2, o.class, o.http_status, \
+         o.error, o.provider_ref, o.duration_ms \
+         FROM ({OUTCOMES}) AS o JOIN outbox_intents AS i ON i.id = o.id \
+         WHERE i.fencing_token = o.token AND i.state = 'in_flight' \
+           AND o.class IS NOT NULL AND i.attempt_started_at IS NOT NULL"
     )
 }
 
@@ -79,7 +84,6 @@ fn outcome_json(o: &OutcomeRecord) -> serde_json::Value {
         "http_status": a.and_then(|a| a.http_status),
         "ambiguous": i32::from(a.is_some_and(|a| a.class.is_ambiguous())),
         "sent_at": a.filter(|a| a.class != AttemptClass::NotSent).map(|a| ms(a.started_at)),
-        "attempt_id": a.map(|a| a.attempt_id),
         "class": a.map(|a| a.class.as_str()),
         "duration_ms": a.map(|a| i64::try_from(a.duration.as_millis()).unwrap_or(i64::MAX)),
         "attempt_started": a.map(|a| ms(a.started_at)),
@@ -93,33 +97,37 @@ pub(super) async fn record_outcomes(
     let Some(first) = outcomes.first() else {
         return Ok(Vec::new());
     };
+    debug_assert!(
+        crate::store::each_intent_once(outcomes.iter().map(|o| o.intent_id)),
+        "an outcome batch names an intent twice"
+    );
     let batch = serde_json::Value::Array(outcomes.iter().map(outcome_json).collect()).to_string();
     let now = ms(first.now);
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    if outcomes.iter().any(|o| o.attempt.is_some()) {
+        sqlx::query(&record_attempts_sql())
+            .bind(&batch)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    }
     let applied: Vec<i64> = sqlx::query_scalar(&record_intents_sql())
         .bind(&batch)
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
-    if !applied.is_empty() {
+    if !applied.is_empty()
+        && outcomes
+            .iter()
+            .any(|o| matches!(o.transition, Transition::Unknown { .. }))
+    {
         let applied_json = serde_json::to_string(&applied).unwrap_or_else(|_| "[]".into());
-        sqlx::query(&record_attempts_sql())
+        sqlx::query(&open_items_sql())
             .bind(&batch)
             .bind(now)
             .bind(&applied_json)
             .execute(&mut *tx)
             .await?;
-        if outcomes
-            .iter()
-            .any(|o| matches!(o.transition, Transition::Unknown { .. }))
-        {
-            sqlx::query(&open_items_sql())
-                .bind(&batch)
-                .bind(now)
-                .bind(&applied_json)
-                .execute(&mut *tx)
-                .await?;
-        }
     }
     tx.commit().await?;
     Ok(outcomes
