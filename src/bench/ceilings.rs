@@ -107,12 +107,21 @@ async fn raw_table(db: &Database, n: i64) -> Result<(), BenchError> {
             sqlx::query("ANALYZE bench_raw_queue").execute(pool).await?;
         }
         Database::Sqlite(pool) => {
-            sqlx::query("DROP TABLE IF EXISTS bench_raw_queue")
-                .execute(pool)
+            // One connection for the whole rebuild, so no statement runs against a schema
+            // another connection has not seen change yet.
+            let mut conn = pool.acquire().await?;
+            sqlx::query("DROP INDEX IF EXISTS bench_raw_pending")
+                .execute(&mut *conn)
                 .await?;
-            sqlx::query(RAW_SQLITE[0]).execute(pool).await?;
-            sqlx::query(RAW_SQLITE[1]).execute(pool).await?;
-            sqlx::query(RAW_SQLITE[2]).bind(n).execute(pool).await?;
+            sqlx::query("DROP TABLE IF EXISTS bench_raw_queue")
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query(RAW_SQLITE[0]).execute(&mut *conn).await?;
+            sqlx::query(RAW_SQLITE[1]).execute(&mut *conn).await?;
+            sqlx::query(RAW_SQLITE[2])
+                .bind(n)
+                .execute(&mut *conn)
+                .await?;
         }
     }
     Ok(())
