@@ -227,33 +227,42 @@ fn request(n: usize) -> DeliveryRequest {
     )
 }
 
-/// (3) The HTTP ceiling: the same requests to the same provider, no database.
+/// How many times the HTTP ceiling is measured; the best run is the ceiling (a short run
+/// on a shared 2-core machine varies by a third from one try to the next).
+const HTTP_TRIES: usize = 3;
+
+/// (3) The HTTP ceiling: the same requests to the same provider, no database; best of
+/// [`HTTP_TRIES`].
 pub async fn http(
     options: &BenchOptions,
     provider: &FakeProvider,
     report: &mut Report,
 ) -> Result<(), BenchError> {
     let client = client(provider)?;
-    let start = Instant::now();
-    let ok = stream::iter(0..options.intents)
-        .map(|n| {
-            let client = &client;
-            async move { client.send(&request(n)).await }
-        })
-        .buffer_unordered(BATCH as usize * LANES)
-        .filter(|o| {
-            std::future::ready(matches!(
-                o,
-                crate::provider::Observation::Response { status: 200, .. }
-            ))
-        })
-        .count()
-        .await;
-    report.rate(
+    let mut best: f64 = 0.0;
+    for _ in 0..HTTP_TRIES {
+        let start = Instant::now();
+        let ok = stream::iter(0..options.intents)
+            .map(|n| {
+                let client = &client;
+                async move { client.send(&request(n)).await }
+            })
+            .buffer_unordered(BATCH as usize * LANES)
+            .filter(|o| {
+                std::future::ready(matches!(
+                    o,
+                    crate::provider::Observation::Response { status: 200, .. }
+                ))
+            })
+            .count()
+            .await;
+        best = best.max(ok as f64 / start.elapsed().as_secs_f64().max(1e-9));
+    }
+    report.value(
         "http",
-        "(3) HTTP ceiling, database removed",
-        ok,
-        start.elapsed(),
+        &format!("(3) HTTP ceiling, database removed (best of {HTTP_TRIES})"),
+        best,
+        "per s",
     );
     Ok(())
 }
