@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Profiles the dispatcher's PostgreSQL hot path with pgbench, without HTTP and without the
+# daemon: the claim statement and the outcome statement of src/store/postgres/claims.rs in
+# their shape (claim N due intents with FOR UPDATE SKIP LOCKED → record N deliveries with
+# their attempt rows), against the raw two-statement queue of outboxd-bench (2a), and the
+# same shape with one piece of the schema removed, to show what each costs.
+#
+#   bash scripts/profile-pg-hot-path.sh [postgres://postgres@127.0.0.1:5432/postgres]
+#
+# It creates (and drops) the database outboxd_profile. Figures are intents (rows) per second
+# = pgbench tps × batch, 4 clients, batch 100. Used for the profile in README → Performance.
+set -euo pipefail
+export PGOPTIONS="-c client_min_messages=warning"
+cd "$(dirname "$0")/.."
+
+ADMIN_URL="${1:-postgres://postgres@127.0.0.1:5432/postgres}"
+DB=outboxd_profile
+URL="${ADMIN_URL%/*}/$DB"
+ROWS=200000
+BATCH=100
+CLIENTS=4
+TXS=$((40000 / BATCH / CLIENTS))
+work=$(mktemp -d)
+trap 'rm -rf "$work"; psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
+
+fresh() {
+    psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+    psql "$URL" -q -f migrations/postgres/0001_outbox.sql -f migrations/postgres/0002_producer_functions.sql >/dev/null
+    psql "$URL" -q -c "INSERT INTO outbox_intents (tenant, operation_id, action, payload)
+        SELECT 't1', 'op-' || g, 'bench.deliver',
+               jsonb_build_object('n', g, 'amount', 1250, 'note', repeat('x', 160))
+        FROM generate_series(1, $ROWS) g" -c "VACUUM ANALYZE outbox_intents" >/dev/null
+}
+
+# The dispatcher's two statements (claim; outcome with the attempt row), as in claims.rs.
+cat > "$work/dispatcher.sql" <<'SQL'
+WITH due AS (
+    SELECT i.id FROM outbox_intents i
+    WHERE i.state = 'pending' AND i.next_attempt_at <= now() AND i.action = ANY('{bench.deliver}')
+      AND (i.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM outbox_intents e WHERE e.tenant = i.tenant
+           AND e.ordering_key = i.ordering_key AND e.id < i.id AND e.state IN ('pending', 'in_flight', 'unknown')))
+    ORDER BY i.next_attempt_at, i.id LIMIT :batch FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE outbox_intents i SET state = 'in_flight', lease_owner = 'profile',
+        lease_expires_at = now() + interval '30 s', fencing_token = i.fencing_token + 1,
+        attempt_count = i.attempt_count + 1, attempt_started_at = now(), updated_at = now()
+    FROM due WHERE i.id = due.id RETURNING i.*
+)
+SELECT coalesce(array_agg(c.id), '{}') AS ids, coalesce(array_agg(c.fencing_token), '{}') AS toks,
+       max(length(c.payload::text)) AS plen FROM claimed c \gset
+WITH o AS (SELECT * FROM unnest(:ids::text::bigint[], :toks::text::bigint[]) AS o(intent_id, token)),
+upd AS (
+    UPDATE outbox_intents i SET state = 'delivered', lease_owner = NULL, lease_expires_at = NULL,
+        attempt_started_at = NULL, provider_ref = 'ref_' || i.id, last_http_status = 200,
+        first_sent_at = coalesce(i.first_sent_at, now()), finished_at = now(), updated_at = now()
+    FROM o WHERE i.id = o.intent_id AND i.fencing_token = o.token AND i.state = 'in_flight'
+    RETURNING i.id, i.tenant
+), att AS (
+    INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, started_at,
+                                 ended_at, class, http_status, provider_ref, duration_ms)
+    SELECT i.id, i.attempt_count, i.fencing_token, i.lease_owner, i.attempt_started_at, now(),
+           'delivered', 200, 'ref_' || i.id, 1
+    FROM o JOIN upd ON upd.id = o.intent_id JOIN outbox_intents i ON i.id = o.intent_id
+)
+SELECT count(*) FROM upd;
+SQL
+
+cat > "$work/raw.sql" <<'SQL'
+WITH c AS (SELECT id FROM bench_raw_queue WHERE state = 'pending' ORDER BY id LIMIT :batch FOR UPDATE SKIP LOCKED),
+u AS (UPDATE bench_raw_queue q SET state = 'in_flight' FROM c WHERE q.id = c.id RETURNING q.id)
+SELECT coalesce(array_agg(id), '{}') AS ids FROM u \gset
+UPDATE bench_raw_queue SET state = 'done' WHERE id = ANY(:ids::text::bigint[]);
+SQL
+
+run() {
+    local label=$1 script=$2
+    local tps
+    tps=$(pgbench -n -M prepared -f "$script" -D batch=$BATCH -c $CLIENTS -j 2 -t $TXS "$URL" 2>&1 \
+        | awk '/^tps/ {print $3}')
+    printf '  %-62s %8.0f per s\n' "$label" "$(echo "$tps * $BATCH" | bc -l)"
+}
+
+echo "== pgbench, $CLIENTS clients, batch $BATCH, $((TXS * CLIENTS * BATCH)) intents per figure"
+fresh
+psql "$URL" -q -c "CREATE TABLE bench_raw_queue (id BIGSERIAL PRIMARY KEY, state TEXT NOT NULL, payload JSONB NOT NULL)" \
+    -c "CREATE INDEX bench_raw_pending ON bench_raw_queue (id) WHERE state = 'pending'" \
+    -c "INSERT INTO bench_raw_queue (state, payload) SELECT 'pending', jsonb_build_object('n', g, 'amount', 1250, 'note', repeat('x', 160)) FROM generate_series(1, $ROWS) g" \
+    -c "VACUUM ANALYZE bench_raw_queue" >/dev/null
+run "raw queue: claim + mark done, plain table (2a)" "$work/raw.sql"
+run "dispatcher: claim → outcome + attempt row (2b's SQL)" "$work/dispatcher.sql"
+fresh
+psql "$URL" -qc "ALTER TABLE outbox_intents DROP CONSTRAINT outbox_intents_operation" >/dev/null
+run "  without the (tenant, operation_id) unique index" "$work/dispatcher.sql"
+fresh
+psql "$URL" -qc "DROP INDEX outbox_intents_leases, outbox_intents_finished" >/dev/null
+run "  without the lease and finished indexes" "$work/dispatcher.sql"
+fresh
+psql "$URL" -qc "ALTER TABLE outbox_intents DROP CONSTRAINT outbox_intents_action_check, DROP CONSTRAINT outbox_intents_payload_sha256_check, ADD CONSTRAINT old_action CHECK (action ~ '^[A-Za-z0-9_.:-]{1,128}\$'), ADD CONSTRAINT old_sha CHECK (payload_sha256 ~ '^[0-9a-f]{64}\$')" >/dev/null
+run "  with the earlier bounded-repetition CHECK regexes" "$work/dispatcher.sql"
+fresh
+psql "$URL" -qc "DROP INDEX outbox_intents_leases" -c "CREATE INDEX outbox_intents_leases ON outbox_intents (lease_expires_at) WHERE state = 'in_flight'" >/dev/null
+run "  with the earlier lease index (WHERE state = 'in_flight')" "$work/dispatcher.sql"
