@@ -368,6 +368,63 @@ async fn open_attempt_is_listed_and_written_once(t: &TestDb) {
     assert_invariants(&h).await;
 }
 
+/// A claim handed back unsent (shutdown) goes back to pending with its attempt written as
+/// `not_sent`; a release under a stale token changes nothing and writes no attempt.
+async fn release_writes_the_opened_attempt_as_not_sent(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-release", NOTIFY).await;
+    let request = |owner: &str| outboxd::store::ClaimRequest {
+        owner: owner.into(),
+        lease: Duration::from_secs(30),
+        limit: 10,
+        actions: h.actions.names(),
+        now: chrono::Utc::now(),
+    };
+    let claim = h.store.claim_due(&request("stopping")).await.unwrap();
+    assert_eq!(claim.len(), 1);
+    let release = |token: i64| outboxd::store::Release {
+        intent_id: r.intent_id,
+        fencing_token: token,
+        reason: "released unsent".into(),
+    };
+    h.store
+        .release_claims(&[release(claim[0].fencing_token)], chrono::Utc::now())
+        .await
+        .unwrap();
+    let back = h.intent(r.intent_id).await;
+    assert_eq!(back.state, IntentState::Pending);
+    assert_eq!(
+        (back.attempt_started_at, back.lease_expires_at),
+        (None, None)
+    );
+    let history = h.store.list_attempts(r.intent_id).await.unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(
+        (
+            history[0].attempt_number,
+            history[0].class,
+            history[0].owner.as_str()
+        ),
+        (1, Some(AttemptClass::NotSent), "stopping")
+    );
+
+    // Claimed again by someone else: the first claim's token no longer releases anything.
+    let again = h.store.claim_due(&request("next")).await.unwrap();
+    assert_eq!(again.len(), 1);
+    h.store
+        .release_claims(&[release(claim[0].fencing_token)], chrono::Utc::now())
+        .await
+        .unwrap();
+    let held = h.intent(r.intent_id).await;
+    assert_eq!(held.state, IntentState::InFlight);
+    assert_eq!(held.lease_owner.as_deref(), Some("next"));
+    assert_eq!(
+        scalar(&h.db, "SELECT count(*) FROM outbox_attempts").await,
+        1
+    );
+    assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 0);
+}
+
 /// Intents sharing an ordering key are attempted strictly in enqueue order; a later one
 /// waits while an earlier one is unfinished.
 async fn ordering_key_preserves_enqueue_order(t: &TestDb) {
@@ -472,6 +529,7 @@ both_backends!(
     zombie_cannot_overwrite_new_owner,
     expired_lease_of_not_idempotent_goes_to_reconciliation,
     open_attempt_is_listed_and_written_once,
+    release_writes_the_opened_attempt_as_not_sent,
     ordering_key_preserves_enqueue_order,
     unconfigured_action_waits,
 );

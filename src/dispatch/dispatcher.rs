@@ -268,6 +268,17 @@ impl Dispatcher {
                 Finished::Release(r) => releases.push(r),
             }
         }
+        debug_assert!(
+            {
+                let mut seen = std::collections::HashSet::new();
+                outcomes
+                    .iter()
+                    .map(|o| o.intent_id)
+                    .chain(releases.iter().map(|r| r.intent_id))
+                    .all(|id| seen.insert(id))
+            },
+            "a step finished the same intent twice"
+        );
         let give_up_at = tokio::time::Instant::now() + self.settings.lease.mul_f64(0.8);
         let mut delay = Duration::from_millis(50);
         let results = loop {

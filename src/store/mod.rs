@@ -83,12 +83,14 @@ pub trait OutboxStore: Send + Sync + 'static {
     async fn reclaim_expired(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError>;
 
     /// Records outcomes in one transaction; each only if its fencing token still matches.
+    /// A batch names each intent at most once (each entry writes one attempt row).
     async fn record_outcomes(
         &self,
         outcomes: &[OutcomeRecord],
     ) -> Result<Vec<RecordResult>, StoreError>;
 
-    /// Hands claims back unsent: state `pending`, attempt closed as `not_sent`.
+    /// Hands claims back unsent: state `pending`, the opened attempt written as `not_sent`;
+    /// only while the fencing token still matches. A batch names each intent at most once.
     async fn release_claims(
         &self,
         releases: &[Release],
@@ -227,12 +229,6 @@ pub(crate) fn parse_class(
 /// What lease expiry records on the abandoned attempt.
 pub(crate) const LEASE_EXPIRED_ERROR: &str =
     "lease expired before the outcome was recorded (the dispatcher died or stalled); the request may have reached the provider";
-
-/// Whether no intent appears twice in a batch (each batch row writes one attempt row).
-pub(crate) fn each_intent_once(ids: impl Iterator<Item = IntentId>) -> bool {
-    let mut seen = std::collections::HashSet::new();
-    ids.into_iter().all(|id| seen.insert(id))
-}
 
 /// Converts a lease length to whole milliseconds for SQL.
 pub(crate) fn lease_millis(req: &ClaimRequest) -> i64 {

@@ -95,7 +95,7 @@ FROM taken ORDER BY id
 /// applied. `att` reads the claim's attempt number, owner and start from the statement's
 /// snapshot, as it was before `upd`: that is the claim's own row, because the claim
 /// committed before this statement began, every later claim or takeover bumps the token,
-/// and `upd` applies only under the same token. The batch holds each intent at most once.
+/// and `upd` applies only under the same token.
 const RECORD_OUTCOMES_SQL: &str = r#"
 WITH o AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[],
@@ -270,10 +270,6 @@ pub(super) async fn record_outcomes(
     let Some(first) = outcomes.first() else {
         return Ok(Vec::new());
     };
-    debug_assert!(
-        crate::store::each_intent_once(outcomes.iter().map(|o| o.intent_id)),
-        "an outcome batch names an intent twice"
-    );
     let mut cols = OutcomeColumns::default();
     outcomes.iter().for_each(|o| cols.push(o));
     let applied: Vec<i64> = sqlx::query_scalar(RECORD_OUTCOMES_SQL)
@@ -312,10 +308,6 @@ pub(super) async fn release_claims(
     if releases.is_empty() {
         return Ok(());
     }
-    debug_assert!(
-        crate::store::each_intent_once(releases.iter().map(|r| r.intent_id)),
-        "a release batch names an intent twice"
-    );
     let ids: Vec<i64> = releases.iter().map(|r| r.intent_id).collect();
     let tokens: Vec<i64> = releases.iter().map(|r| r.fencing_token).collect();
     let reasons: Vec<&str> = releases.iter().map(|r| r.reason.as_str()).collect();

@@ -97,10 +97,6 @@ pub(super) async fn record_outcomes(
     let Some(first) = outcomes.first() else {
         return Ok(Vec::new());
     };
-    debug_assert!(
-        crate::store::each_intent_once(outcomes.iter().map(|o| o.intent_id)),
-        "an outcome batch names an intent twice"
-    );
     let batch = serde_json::Value::Array(outcomes.iter().map(outcome_json).collect()).to_string();
     let now = ms(first.now);
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
