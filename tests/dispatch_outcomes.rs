@@ -569,3 +569,106 @@ async fn claim_skips_locked_rows() {
     assert!(ids.iter().all(|id| !locked.contains(id)));
     locker.rollback().await.unwrap();
 }
+
+/// Sequential scans and updates of `outbox_intents` counted by PostgreSQL's statistics for
+/// this test's schema.
+async fn table_scans(db: &outboxd::store::Database) -> (i64, i64) {
+    let outboxd::store::Database::Postgres(pool) = db else {
+        unreachable!()
+    };
+    sqlx::query_as(
+        "SELECT seq_scan, n_tup_upd FROM pg_stat_user_tables \
+         WHERE schemaname = current_schema() AND relname = 'outbox_intents'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// One claim of one intent and its delivered outcome, on `store`.
+async fn claim_and_deliver(store: &std::sync::Arc<dyn outboxd::store::OutboxStore>) {
+    use outboxd::store::{AttemptRecord, ClaimRequest, OutcomeRecord, Transition};
+    let now = chrono::Utc::now();
+    let claim = ClaimRequest {
+        owner: "planner".into(),
+        lease: Duration::from_secs(30),
+        limit: 1,
+        actions: vec![REFUND.to_owned()],
+        now,
+    };
+    let claimed = store.claim_due(&claim).await.unwrap();
+    let c = claimed.first().expect("one due intent");
+    let outcome = OutcomeRecord {
+        intent_id: c.id,
+        fencing_token: c.fencing_token,
+        attempt: Some(AttemptRecord {
+            class: AttemptClass::Delivered,
+            http_status: Some(200),
+            error: None,
+            provider_ref: Some("ref".into()),
+            duration: Duration::from_millis(1),
+            started_at: now,
+        }),
+        transition: Transition::Delivered {
+            provider_ref: Some("ref".into()),
+        },
+        now,
+    };
+    let recorded = store.record_outcomes(&[outcome]).await.unwrap();
+    assert_eq!(recorded, vec![outboxd::store::RecordResult::Recorded]);
+}
+
+/// PostgreSQL: a connection that first wrote outcomes while the table was empty still looks
+/// intents up by id after the table grew (no ANALYZE in between). A plan cached from the
+/// empty table scanned the whole table on every outcome write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcome_write_does_not_scan_a_table_that_grew() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    // One connection, so one plan cache, warmed up on the empty table past the point
+    // where PostgreSQL settles on a cached plan.
+    let one = t.reopen(1).await;
+    let store = one.store();
+    let h = Harness::new(&t).await;
+    for i in 0..8 {
+        h.enqueue_simple(&format!("op-warm-{i}"), REFUND).await;
+        claim_and_deliver(&store).await;
+    }
+    support::harness::exec(
+        &t.db,
+        "",
+        "INSERT INTO outbox_intents (tenant, operation_id, action, payload, state, finished_at) \
+         SELECT 'history', 'op-' || g, 'refund', '{}', 'delivered', now() \
+         FROM generate_series(1, 20000) g",
+    )
+    .await;
+    for i in 0..10 {
+        h.enqueue_simple(&format!("op-after-{i}"), REFUND).await;
+    }
+    // Statistics reach the shared counters up to ~10 s after a backend goes idle.
+    let settled = |(_, updates): (i64, i64)| updates >= 8 * 2;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut before = table_scans(&t.db).await;
+    while !settled(before) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        before = table_scans(&t.db).await;
+    }
+    for _ in 0..10 {
+        claim_and_deliver(&store).await;
+    }
+    let mut after = table_scans(&t.db).await;
+    while after.1 < before.1 + 10 * 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        after = table_scans(&t.db).await;
+    }
+    assert!(
+        after.1 >= before.1 + 10 * 2,
+        "the statistics did not show the 20 updates in time: {before:?} → {after:?}"
+    );
+    assert!(
+        after.0 - before.0 < 5,
+        "10 claims and outcome writes scanned the table {} times ({before:?} → {after:?})",
+        after.0 - before.0
+    );
+}

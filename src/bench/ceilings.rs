@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures_util::stream::{self, StreamExt};
 
+use super::cpu::CpuSample;
 use super::report::Report;
 use super::setup::{seed, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
@@ -132,9 +133,10 @@ async fn raw_table(db: &Database, n: i64) -> Result<(), BenchError> {
 /// ceiling the ratios use.
 pub async fn raw_queue(options: &BenchOptions, report: &mut Report) -> Result<(), BenchError> {
     let bench = BenchDb::create(&options.database, "raw").await?;
-    let mut best: f64 = 0.0;
+    let (mut best, mut best_busy): (f64, Option<f64>) = (0.0, None);
     for workers in [1, LANES] {
         raw_table(&bench.db, options.intents as i64).await?;
+        let cpu = CpuSample::now();
         let start = Instant::now();
         let tasks: Vec<_> = (0..workers)
             .map(|_| tokio::spawn(raw_worker(bench.db.clone())))
@@ -144,7 +146,9 @@ pub async fn raw_queue(options: &BenchOptions, report: &mut Report) -> Result<()
             done += t.await.map_err(|e| BenchError::Failed(e.to_string()))??;
         }
         let rate = done as f64 / start.elapsed().as_secs_f64();
-        best = best.max(rate);
+        if rate > best {
+            (best, best_busy) = (rate, cpu.and_then(|c| c.busy_since()));
+        }
         report.value(
             &format!("raw_db_{workers}"),
             &format!("(2a) raw DB: claim 100 + mark done, plain table, {workers} worker(s)"),
@@ -158,6 +162,7 @@ pub async fn raw_queue(options: &BenchOptions, report: &mut Report) -> Result<()
         best,
         "rows/s",
     );
+    report.busy("raw_db", best_busy);
     bench.drop_now().await;
     Ok(())
 }
@@ -188,6 +193,7 @@ pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), 
     let bench = BenchDb::create(&options.database, "ownsql").await?;
     seed(&bench.db, options.intents, 0, "pending").await?;
     let store = bench.db.store();
+    let cpu = CpuSample::now();
     let start = Instant::now();
     let tasks: Vec<_> = (0..LANES)
         .map(|lane| tokio::spawn(own_sql_lane(store.clone(), lane)))
@@ -202,6 +208,7 @@ pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), 
         done,
         start.elapsed(),
     );
+    report.busy("own_sql", cpu.and_then(|c| c.busy_since()));
     bench.drop_now().await;
     Ok(())
 }
@@ -240,8 +247,9 @@ pub async fn http(
     report: &mut Report,
 ) -> Result<(), BenchError> {
     let client = client(provider)?;
-    let mut best: f64 = 0.0;
+    let (mut best, mut best_busy): (f64, Option<f64>) = (0.0, None);
     for attempt in 0..HTTP_TRIES {
+        let cpu = CpuSample::now();
         let start = Instant::now();
         let ok = stream::iter(0..options.intents)
             .map(|n| {
@@ -266,7 +274,9 @@ pub async fn http(
                 "per s",
             );
         }
-        best = best.max(rate);
+        if rate > best {
+            (best, best_busy) = (rate, cpu.and_then(|c| c.busy_since()));
+        }
     }
     report.value(
         "http",
@@ -274,6 +284,7 @@ pub async fn http(
         best,
         "per s",
     );
+    report.busy("http", best_busy);
     Ok(())
 }
 

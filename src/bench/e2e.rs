@@ -197,9 +197,11 @@ pub async fn throughput(
     if let Shape::LongTransaction(secs) = shape {
         return long_transaction(options, provider, &bench, secs, report).await;
     }
+    let cpu = super::cpu::CpuSample::now();
     let (child, _config) = start_daemon(options, &bench.url, provider)?;
     let pid = child.id();
     let waited = wait_delivered(&bench.db, n, Duration::from_secs(1800)).await;
+    let busy = cpu.and_then(|c| c.busy_since());
     let (rss_kib, cpu) = resources(pid);
     stop(child);
     waited?;
@@ -213,6 +215,7 @@ pub async fn throughput(
                 rate,
                 "intents/s",
             );
+            report.busy("e2e", busy);
             report.value(
                 "rss",
                 "(7) dispatcher peak RSS while draining",

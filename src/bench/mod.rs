@@ -10,10 +10,11 @@
 //! intents; and the producer overhead of `enqueue` against a plain insert.
 //!
 //! Files: [`setup`] (fresh database, seeding), [`ceilings`] (raw, own SQL, HTTP, naive),
-//! [`e2e`] (the daemon as a child process, resources), [`latency`] (offered load),
+//! [`e2e`] (the daemon as a child process, resources), [`cpu`] (how busy the machine was), [`latency`] (offered load),
 //! [`producer`] (enqueue overhead), [`report`] (the table).
 
 pub mod ceilings;
+pub mod cpu;
 pub mod e2e;
 pub mod latency;
 pub mod producer;

@@ -73,6 +73,19 @@ impl Report {
         });
     }
 
+    /// Records how busy the machine's cores were (a share, see [`super::cpu`]) during the
+    /// figure just recorded, under `busy_{key}`; nothing where that could not be read.
+    pub fn busy(&mut self, key: &str, share: Option<f64>) {
+        if let Some(busy) = share {
+            self.value(
+                &format!("busy_{key}"),
+                "    machine CPU busy (all cores) during the figure above",
+                busy * 100.0,
+                "%",
+            );
+        }
+    }
+
     /// The figure recorded under `key`.
     pub fn get(&self, key: &str) -> Option<f64> {
         self.rows.iter().find(|r| r.key == key).map(|r| r.value)
@@ -103,18 +116,31 @@ impl Report {
             e2e,
             min,
         );
-        // On one machine the database, the dispatcher and the provider share the CPU: if
-        // a delivery costs the CPU of one (2b) intent plus one (3) request, end-to-end can
-        // reach at most 1 / (1/(2b) + 1/(3)). The ratio says how much of that the pipeline
-        // gets; what is left between it and the target is cost per intent, not waiting.
-        let shared = match (self.get("own_sql"), self.get("http")) {
-            (Some(a), Some(b)) if a > 0.0 && b > 0.0 => Some(1.0 / (1.0 / a + 1.0 / b)),
+        // On one machine the database, the dispatcher and the provider share the CPU. A
+        // ceiling's CPU per item is its busy share of the machine (measured; 1 if unknown)
+        // over its rate; a delivery costs at least one SQL item and one request, so
+        // end-to-end can reach at most 1 / (cost(SQL) + cost(3)).
+        let cost = |rate: &str| {
+            let r = self.get(rate).filter(|r| *r > 0.0)?;
+            Some(self.get(&format!("busy_{rate}")).map_or(1.0, |b| b / 100.0) / r)
+        };
+        let bound = |sql: &str| match (cost(sql), cost("http")) {
+            (Some(a), Some(b)) => Some(1.0 / (a + b)),
             _ => None,
         };
+        // With our SQL (2b): how much of that the pipeline gets; what is left between it
+        // and 1 is cost per intent outside the two ceilings, or waiting.
         ratio(
-            "end-to-end / shared-CPU bound 1/(1/(2b)+1/(3))",
+            "end-to-end / CPU-cost bound of (2b)+(3)",
             e2e,
-            shared,
+            bound("own_sql"),
+        );
+        // With the raw queue's SQL (2a): the highest end-to-end / min(raw DB, HTTP) this
+        // machine allows any dispatcher.
+        ratio(
+            "reachable here: CPU-cost bound of (2a)+(3) / min(raw DB, HTTP)",
+            bound("raw_db"),
+            min,
         );
         ratio(
             "end-to-end / naive floor             [target >= 5]",
@@ -161,5 +187,68 @@ impl Report {
             let _ = writeln!(text, "| {label} | {value:.2} |");
         }
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(values: &[(&str, f64)]) -> Report {
+        Report {
+            header: String::new(),
+            rows: values
+                .iter()
+                .map(|(key, value)| Row {
+                    key: (*key).into(),
+                    label: String::new(),
+                    value: *value,
+                    unit: String::new(),
+                })
+                .collect(),
+        }
+    }
+
+    fn ratio(report: &Report, starts: &str) -> f64 {
+        report
+            .ratios()
+            .into_iter()
+            .find(|(label, _)| label.starts_with(starts))
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| panic!("no ratio {starts}"))
+    }
+
+    #[test]
+    fn ceilings_that_fill_the_machine_allow_half_of_the_smaller() {
+        let r = report(&[
+            ("raw_db", 60_000.0),
+            ("busy_raw_db", 100.0),
+            ("http", 60_000.0),
+            ("busy_http", 100.0),
+        ]);
+        assert!((ratio(&r, "reachable here") - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ceilings_that_left_cores_idle_allow_more() {
+        let r = report(&[
+            ("raw_db", 60_000.0),
+            ("busy_raw_db", 50.0),
+            ("http", 30_000.0),
+            ("busy_http", 50.0),
+            ("own_sql", 20_000.0),
+            ("busy_own_sql", 100.0),
+            ("e2e", 10_000.0),
+        ]);
+        // 1 / (0.5/60k + 0.5/30k) = 40k against min 30k.
+        assert!((ratio(&r, "reachable here") - 40.0 / 30.0).abs() < 1e-9);
+        // 1 / (1/20k + 0.5/30k) = 15k; end-to-end is two thirds of it.
+        assert!((ratio(&r, "end-to-end / CPU-cost bound") - 10.0 / 15.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn without_busy_figures_the_ceilings_count_as_full() {
+        let r = report(&[("raw_db", 40_000.0), ("http", 40_000.0)]);
+        assert!((ratio(&r, "reachable here") - 0.5).abs() < 1e-9);
     }
 }

@@ -1,5 +1,14 @@
 //! The dispatcher's hot path on PostgreSQL. Each function is one statement (a data-
 //! modifying CTE) in its own short transaction; none is held across an HTTP call.
+//!
+//! The statements that join `outbox_intents` to a list of ids (outcomes, takeovers,
+//! releases) are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for
+//! the table as it is now. A cached generic plan made while the table was nearly empty
+//! joins it by sequential scan, and keeps doing so as it grows until the next ANALYZE: in
+//! the benchmark, a millisecond of database CPU per intent at 1,000 intents/s on a fresh
+//! table (test `outcome_write_does_not_scan_a_table_that_grew`). Planning costs nothing
+//! measurable at a batch of 100. The claim keeps its cached plan: it reads the due index in
+//! order either way.
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
@@ -202,6 +211,7 @@ pub(super) async fn reclaim_expired(
     req: &ClaimRequest,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
     let rows = sqlx::query(RECLAIM_EXPIRED_SQL)
+        .persistent(false)
         .bind(req.now)
         .bind(i64::from(req.limit))
         .bind(&req.owner)
@@ -272,7 +282,9 @@ pub(super) async fn record_outcomes(
     };
     let mut cols = OutcomeColumns::default();
     outcomes.iter().for_each(|o| cols.push(o));
+    // Planned on every execution (see the module documentation).
     let applied: Vec<i64> = sqlx::query_scalar(RECORD_OUTCOMES_SQL)
+        .persistent(false)
         .bind(&cols.intent_id)
         .bind(&cols.token)
         .bind(&cols.state)
@@ -312,6 +324,7 @@ pub(super) async fn release_claims(
     let tokens: Vec<i64> = releases.iter().map(|r| r.fencing_token).collect();
     let reasons: Vec<&str> = releases.iter().map(|r| r.reason.as_str()).collect();
     sqlx::query(RELEASE_SQL)
+        .persistent(false)
         .bind(&ids)
         .bind(&tokens)
         .bind(&reasons)
