@@ -69,23 +69,6 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-/// How long a pooled connection may sit idle before it is checked (pinged) on acquire.
-/// sqlx's default checks on *every* acquire: one extra round trip in front of each claim
-/// and outcome write on the hot path. A connection that broke while in use is not
-/// returned to the pool (sqlx checks it on release), and a statement on one that broke
-/// while idle fails like any database error, which every caller retries.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(10);
-
-async fn ping_if_idle<C: sqlx::Connection>(
-    conn: &mut C,
-    meta: sqlx::pool::PoolConnectionMetadata,
-) -> Result<bool, sqlx::Error> {
-    if meta.idle_for >= PING_IF_IDLE_FOR {
-        conn.ping().await?;
-    }
-    Ok(true)
-}
-
 /// Opens a pool of at most `max_connections`.
 pub async fn connect(url: &str, max_connections: u32) -> Result<Database, ConnectError> {
     let open_err = |source| ConnectError::Open {
@@ -98,8 +81,6 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Database, Connec
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections.max(2))
                 .acquire_timeout(Duration::from_secs(10))
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .connect_with(options)
                 .await
                 .map_err(open_err)?;
@@ -116,8 +97,6 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Database, Connec
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
                 .acquire_timeout(Duration::from_secs(10))
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .connect_with(options)
                 .await
                 .map_err(open_err)?;
