@@ -12,8 +12,11 @@
 #
 # It creates (and drops) the database outboxd_profile_producer.
 set -euo pipefail
-export PGOPTIONS="-c client_min_messages=warning"
+export LC_ALL=C PGOPTIONS="-c client_min_messages=warning"
 cd "$(dirname "$0")/.."
+for tool in psql pgbench bc; do
+    command -v "$tool" >/dev/null || { echo "$tool is needed" >&2; exit 1; }
+done
 
 ADMIN_URL="${1:-postgres://postgres@127.0.0.1:5432/postgres}"
 DB=outboxd_profile_producer
@@ -22,7 +25,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"; psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
 
 psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
-psql "$URL" -q -f migrations/postgres/0001_outbox.sql -f migrations/postgres/0002_producer_functions.sql \
+psql "$URL" -q -v ON_ERROR_STOP=1 -f migrations/postgres/0001_outbox.sql -f migrations/postgres/0002_producer_functions.sql \
     -c "CREATE TABLE bench_orders (id BIGINT PRIMARY KEY, note TEXT)" \
     -c "CREATE TABLE bench_plain_outbox (payload JSONB NOT NULL)" >/dev/null
 
@@ -54,14 +57,18 @@ SELECT * FROM outbox_enqueue_prehashed('bench', $OP, 'bench.deliver', $PAYLOAD, 
 COMMIT;
 SQL
 
+# Commits per second of one shape; stops the script with pgbench's output if it failed.
 tps() {
-    PGOPTIONS="$PGOPTIONS -c synchronous_commit=$1" pgbench -n -M prepared -f "$work/$2.sql" -c 1 -T 5 "$URL" 2>&1 \
-        | awk '/^tps/ {print $3}'
+    local out
+    out=$(PGOPTIONS="$PGOPTIONS -c synchronous_commit=$1" pgbench -n -M prepared -f "$work/$2.sql" -c 1 -T 5 "$URL" 2>&1) || {
+        echo "pgbench failed on $2:" >&2; echo "$out" >&2; exit 1; }
+    awk '/^tps/ {print $3; exit}' <<<"$out"
 }
 declare -A sum
 for round in 1 2 3; do
     for shape in plain bare enqueue; do
-        sum[$shape]=$(echo "${sum[$shape]:-0} + $(tps off "$shape")" | bc -l)
+        t=$(tps off "$shape")
+        sum[$shape]=$(echo "${sum[$shape]:-0} + $t" | bc -l)
     done
 done
 echo "== pgbench, 1 client, synchronous_commit=off, mean of 3 runs of 5 s (commits/s, ratio to plain)"
@@ -72,6 +79,6 @@ done
 echo "== synchronous_commit=on, one run of 5 s each"
 plain=$(tps on plain)
 for shape in plain bare enqueue; do
-    v=$([ "$shape" = plain ] && echo "$plain" || tps on "$shape")
+    if [ "$shape" = plain ]; then v=$plain; else v=$(tps on "$shape"); fi
     printf '  %-48s %8.0f  %5.2f\n' "business row + $shape" "$v" "$(echo "$v / $plain" | bc -l)"
 done

@@ -147,7 +147,7 @@ pub async fn raw_queue(options: &BenchOptions, report: &mut Report) -> Result<()
         }
         let rate = done as f64 / start.elapsed().as_secs_f64();
         if rate > best {
-            (best, best_busy) = (rate, cpu.and_then(|c| c.busy_since()));
+            (best, best_busy) = (rate, super::cpu::busy_since(cpu));
         }
         report.value(
             &format!("raw_db_{workers}"),
@@ -208,7 +208,7 @@ pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), 
         done,
         start.elapsed(),
     );
-    report.busy("own_sql", cpu.and_then(|c| c.busy_since()));
+    report.busy("own_sql", super::cpu::busy_since(cpu));
     bench.drop_now().await;
     Ok(())
 }
@@ -275,7 +275,7 @@ pub async fn http(
             );
         }
         if rate > best {
-            (best, best_busy) = (rate, cpu.and_then(|c| c.busy_since()));
+            (best, best_busy) = (rate, super::cpu::busy_since(cpu));
         }
     }
     report.value(

@@ -197,11 +197,12 @@ pub async fn throughput(
     if let Shape::LongTransaction(secs) = shape {
         return long_transaction(options, provider, &bench, secs, report).await;
     }
-    let cpu = super::cpu::CpuSample::now();
+    // From the daemon's start to the last delivery (the rate is from the first attempt).
+    let machine = super::cpu::CpuSample::now();
     let (child, _config) = start_daemon(options, &bench.url, provider)?;
     let pid = child.id();
     let waited = wait_delivered(&bench.db, n, Duration::from_secs(1800)).await;
-    let busy = cpu.and_then(|c| c.busy_since());
+    let busy = super::cpu::busy_since(machine);
     let (rss_kib, cpu) = resources(pid);
     stop(child);
     waited?;

@@ -122,7 +122,8 @@ impl Report {
         // end-to-end can reach at most 1 / (cost(SQL) + cost(3)).
         let cost = |rate: &str| {
             let r = self.get(rate).filter(|r| *r > 0.0)?;
-            Some(self.get(&format!("busy_{rate}")).map_or(1.0, |b| b / 100.0) / r)
+            let busy = self.get(&format!("busy_{rate}")).filter(|b| *b > 0.0);
+            Some(busy.map_or(1.0, |b| b / 100.0) / r)
         };
         let bound = |sql: &str| match (cost(sql), cost("http")) {
             (Some(a), Some(b)) => Some(1.0 / (a + b)),

@@ -3,12 +3,15 @@
 //!
 //! The statements that join `outbox_intents` to a list of ids (outcomes, takeovers,
 //! releases) are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for
-//! the table as it is now. A cached generic plan made while the table was nearly empty
-//! joins it by sequential scan, and keeps doing so as it grows until the next ANALYZE: in
-//! the benchmark, a millisecond of database CPU per intent at 1,000 intents/s on a fresh
-//! table (test `outcome_write_does_not_scan_a_table_that_grew`). Planning costs nothing
-//! measurable at a batch of 100. The claim keeps its cached plan: it reads the due index in
-//! order either way.
+//! the table as it is now. A prepared statement is planned for its first executions and may
+//! then settle on a cached generic plan: made while the table was nearly empty, that plan
+//! joins it by sequential scan, and keeps doing so as the table grows until the next ANALYZE
+//! (in the benchmark, a millisecond of database CPU per intent at 1,000 intents/s on a fresh
+//! table; test `outcome_write_does_not_scan_a_table_that_grew`). The price is one more round
+//! trip (sqlx describes an unnamed statement before executing it) and a plan per execution,
+//! per batch of up to `batch_size` outcomes. sqlx looks its statement cache up by SQL text
+//! first, so these texts must not also be run as cached statements on the same connection.
+//! The claim keeps its prepared statement: it reads the due index in order either way.
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
