@@ -30,6 +30,22 @@ async fn classes(h: &Harness, id: i64) -> Vec<Option<AttemptClass>> {
         .collect()
 }
 
+/// A claim request of `limit` intents of `actions` for `owner`, now.
+fn claim_request(
+    owner: &str,
+    lease: Duration,
+    limit: u32,
+    actions: Vec<String>,
+) -> outboxd::store::ClaimRequest {
+    outboxd::store::ClaimRequest {
+        owner: owner.into(),
+        lease,
+        limit,
+        actions,
+        now: chrono::Utc::now(),
+    }
+}
+
 /// Keyed action, response lost after the provider applied it: retried with the same key,
 /// one effect, delivered with the provider's reference.
 async fn keyed_lost_response_is_retried_with_the_same_key(t: &TestDb) {
@@ -226,13 +242,12 @@ async fn zombie_cannot_overwrite_new_owner(t: &TestDb) {
     // The zombie claims and stalls (no outcome recorded).
     let zombie_claim = h
         .store
-        .claim_due(&outboxd::store::ClaimRequest {
-            owner: "zombie".into(),
-            lease: Duration::from_secs(5),
-            limit: 10,
-            actions: h.actions.names(),
-            now: chrono::Utc::now(),
-        })
+        .claim_due(&claim_request(
+            "zombie",
+            Duration::from_secs(5),
+            10,
+            h.actions.names(),
+        ))
         .await
         .unwrap();
     assert_eq!(zombie_claim.len(), 1);
@@ -268,13 +283,7 @@ async fn zombie_cannot_overwrite_new_owner(t: &TestDb) {
 async fn expired_lease_of_not_idempotent_goes_to_reconciliation(t: &TestDb) {
     let h = Harness::new(t).await;
     let r = h.enqueue_simple("op-expired", NOTIFY).await;
-    let claim = outboxd::store::ClaimRequest {
-        owner: "died".into(),
-        lease: Duration::from_secs(5),
-        limit: 10,
-        actions: h.actions.names(),
-        now: chrono::Utc::now(),
-    };
+    let claim = claim_request("died", Duration::from_secs(5), 10, h.actions.names());
     assert_eq!(h.store.claim_due(&claim).await.unwrap().len(), 1);
     h.expire_leases().await;
     let step = h.dispatcher.drain().await.unwrap();
@@ -297,13 +306,7 @@ async fn expired_lease_of_not_idempotent_goes_to_reconciliation(t: &TestDb) {
 async fn open_attempt_is_listed_and_written_once(t: &TestDb) {
     let h = Harness::new(t).await;
     let r = h.enqueue_simple("op-open-attempt", REFUND).await;
-    let request = |owner: &str| outboxd::store::ClaimRequest {
-        owner: owner.into(),
-        lease: Duration::from_secs(5),
-        limit: 10,
-        actions: h.actions.names(),
-        now: chrono::Utc::now(),
-    };
+    let request = |owner: &str| claim_request(owner, Duration::from_secs(5), 10, h.actions.names());
     assert_eq!(h.store.claim_due(&request("died")).await.unwrap().len(), 1);
     let in_flight = h.intent(r.intent_id).await;
     assert!(in_flight.attempt_started_at.is_some());
@@ -373,13 +376,8 @@ async fn open_attempt_is_listed_and_written_once(t: &TestDb) {
 async fn release_writes_the_opened_attempt_as_not_sent(t: &TestDb) {
     let h = Harness::new(t).await;
     let r = h.enqueue_simple("op-release", NOTIFY).await;
-    let request = |owner: &str| outboxd::store::ClaimRequest {
-        owner: owner.into(),
-        lease: Duration::from_secs(30),
-        limit: 10,
-        actions: h.actions.names(),
-        now: chrono::Utc::now(),
-    };
+    let request =
+        |owner: &str| claim_request(owner, Duration::from_secs(30), 10, h.actions.names());
     let claim = h.store.claim_due(&request("stopping")).await.unwrap();
     assert_eq!(claim.len(), 1);
     let release = |token: i64| outboxd::store::Release {
@@ -553,13 +551,7 @@ async fn claim_skips_locked_rows() {
             .fetch_all(&mut *locker)
             .await
             .unwrap();
-    let claim = outboxd::store::ClaimRequest {
-        owner: "skipper".into(),
-        lease: Duration::from_secs(5),
-        limit: 100,
-        actions: h.actions.names(),
-        now: chrono::Utc::now(),
-    };
+    let claim = claim_request("skipper", Duration::from_secs(5), 100, h.actions.names());
     let claimed = tokio::time::timeout(Duration::from_secs(5), h.store.claim_due(&claim))
         .await
         .expect("the claim must not wait for the locked rows")
@@ -587,13 +579,7 @@ async fn seq_scans_flushed(pool: &sqlx::PgPool) -> i64 {
 }
 
 fn claim_one(owner: &str, lease: Duration) -> outboxd::store::ClaimRequest {
-    outboxd::store::ClaimRequest {
-        owner: owner.into(),
-        lease,
-        limit: 1,
-        actions: vec![REFUND.to_owned()],
-        now: chrono::Utc::now(),
-    }
+    claim_request(owner, lease, 1, vec![REFUND.to_owned()])
 }
 
 /// One claim of one intent and its delivered outcome, on `store`.
