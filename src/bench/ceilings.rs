@@ -167,49 +167,102 @@ pub async fn raw_queue(options: &BenchOptions, report: &mut Report) -> Result<()
     Ok(())
 }
 
+/// What one (2b) lane did: intents finished, batches, and the wall time spent in the claim
+/// and in the outcome write (lock waits included).
+#[derive(Default)]
+struct LaneTimes {
+    done: usize,
+    batches: usize,
+    claim: Duration,
+    outcome: Duration,
+}
+
+impl LaneTimes {
+    fn add(&mut self, other: &LaneTimes) {
+        self.done += other.done;
+        self.batches += other.batches;
+        self.claim += other.claim;
+        self.outcome += other.outcome;
+    }
+}
+
 async fn own_sql_lane(
     store: std::sync::Arc<dyn OutboxStore>,
     lane: usize,
-) -> Result<usize, BenchError> {
+) -> Result<LaneTimes, BenchError> {
     let owner = format!("bench-own-sql-{lane}");
-    let mut done = 0;
+    let mut times = LaneTimes::default();
     loop {
+        let started = Instant::now();
         let claimed = store.claim_due(&claim_request(&owner, BATCH)).await?;
         if claimed.is_empty() {
-            return Ok(done);
+            return Ok(times);
         }
+        let recording = Instant::now();
+        times.claim += recording - started;
         let outcomes: Vec<_> = claimed
             .iter()
             .map(|c| delivered(c.id, c.fencing_token))
             .collect();
         store.record_outcomes(&outcomes).await?;
-        done += claimed.len();
+        times.outcome += recording.elapsed();
+        times.batches += 1;
+        times.done += claimed.len();
     }
 }
 
-/// (2b) The dispatcher's own SQL: claim (attempt marked open) → record outcomes (attempt rows), no HTTP,
-/// with as many concurrent lanes as the daemon runs.
+/// (2b) The dispatcher's own SQL: claim (attempt marked open) → record outcomes (attempt
+/// rows), no HTTP; with one lane, and with as many concurrent lanes as the daemon runs. The
+/// higher figure is the ceiling the ratios use, as for (2a). Each prints the mean wall time
+/// of a claim and of an outcome write per batch, so lanes that only add lock waits show.
 pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), BenchError> {
-    let bench = BenchDb::create(&options.database, "ownsql").await?;
-    seed(&bench.db, options.intents, 0, "pending").await?;
-    let store = bench.db.store();
-    let cpu = CpuSample::now();
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..LANES)
-        .map(|lane| tokio::spawn(own_sql_lane(store.clone(), lane)))
-        .collect();
-    let mut done = 0;
-    for t in tasks {
-        done += t.await.map_err(|e| BenchError::Failed(e.to_string()))??;
+    let (mut best, mut best_busy): (f64, Option<f64>) = (0.0, None);
+    for lanes in [1, LANES] {
+        let bench = BenchDb::create(&options.database, "ownsql").await?;
+        seed(&bench.db, options.intents, 0, "pending").await?;
+        let store = bench.db.store();
+        let cpu = CpuSample::now();
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..lanes)
+            .map(|lane| tokio::spawn(own_sql_lane(store.clone(), lane)))
+            .collect();
+        let mut total = LaneTimes::default();
+        for t in tasks {
+            total.add(&t.await.map_err(|e| BenchError::Failed(e.to_string()))??);
+        }
+        let rate = total.done as f64 / start.elapsed().as_secs_f64();
+        if rate > best {
+            (best, best_busy) = (rate, super::cpu::busy_since(cpu));
+        }
+        let key = format!("own_sql_{lanes}");
+        report.value(
+            &key,
+            &format!("(2b) dispatcher's own SQL, HTTP removed, {lanes} lane(s)"),
+            rate,
+            "per s",
+        );
+        let per_batch = |d: Duration| d.as_secs_f64() * 1000.0 / total.batches.max(1) as f64;
+        report.value(
+            &format!("{key}_claim_ms"),
+            "    mean claim per batch (wall time, lock waits included)",
+            per_batch(total.claim),
+            "ms",
+        );
+        report.value(
+            &format!("{key}_outcome_ms"),
+            "    mean outcome write per batch (wall time, lock waits included)",
+            per_batch(total.outcome),
+            "ms",
+        );
+        bench.drop_now().await;
     }
-    report.rate(
+    report.value(
         "own_sql",
-        "(2b) dispatcher's own SQL, HTTP removed",
-        done,
-        start.elapsed(),
+        "(2b) own SQL ceiling (best of the above)",
+        best,
+        "per s",
     );
-    report.busy("own_sql", super::cpu::busy_since(cpu));
-    bench.drop_now().await;
+    report.busy("own_sql", best_busy);
     Ok(())
 }
 
