@@ -36,7 +36,7 @@ fresh() {
 }
 
 # The dispatcher's two statements (claim; outcome with the attempt row), as in claims.rs.
-cat > "$work/dispatcher.sql" <<'SQL'
+cat > "$work/claim.sql" <<'SQL'
 WITH due AS (
     SELECT i.id FROM outbox_intents i
     WHERE i.state = 'pending' AND i.next_attempt_at <= now() AND i.action = ANY('{bench.deliver}')
@@ -51,6 +51,8 @@ WITH due AS (
 )
 SELECT coalesce(array_agg(c.id), '{}') AS ids, coalesce(array_agg(c.fencing_token), '{}') AS toks,
        max(length(c.payload::text)) AS plen FROM claimed c \gset
+SQL
+cat > "$work/outcome.sql" <<'SQL'
 WITH o AS (SELECT * FROM unnest(:ids::text::bigint[], :toks::text::bigint[]) AS o(intent_id, token)),
 upd AS (
     UPDATE outbox_intents i SET state = 'delivered', lease_owner = NULL, lease_expires_at = NULL,
@@ -67,6 +69,7 @@ upd AS (
 )
 SELECT count(*) FROM upd;
 SQL
+cat "$work/claim.sql" "$work/outcome.sql" > "$work/dispatcher.sql"
 
 cat > "$work/raw.sql" <<'SQL'
 WITH c AS (SELECT id FROM bench_raw_queue WHERE state = 'pending' ORDER BY id LIMIT :batch FOR UPDATE SKIP LOCKED),
@@ -158,7 +161,7 @@ CREATE TABLE outbox_attempts (
 CREATE INDEX outbox_attempts_intent ON outbox_attempts (intent_id, attempt_number);
 SQL
 
-cat > "$work/narrow.sql" <<'SQL'
+cat > "$work/narrow_claim.sql" <<'SQL'
 WITH due AS (
     SELECT d.id FROM outbox_dispatch d
     WHERE d.state = 'pending' AND d.next_attempt_at <= now() AND d.action = ANY('{bench.deliver}')
@@ -175,68 +178,12 @@ WITH due AS (
 )
 SELECT coalesce(array_agg(j.id), '{}') AS ids, coalesce(array_agg(j.fencing_token), '{}') AS toks,
        max(length(j.payload::text)) AS plen FROM joined j \gset
-WITH o AS (SELECT * FROM unnest(:ids::text::bigint[], :toks::text::bigint[]) AS o(intent_id, token)),
-upd AS (
-    UPDATE outbox_dispatch i SET state = 'delivered', lease_owner = NULL, lease_expires_at = NULL,
-        attempt_started_at = NULL, provider_ref = 'ref_' || i.id, last_http_status = 200,
-        first_sent_at = coalesce(i.first_sent_at, now()), finished_at = now(), updated_at = now()
-    FROM o WHERE i.id = o.intent_id AND i.fencing_token = o.token AND i.state = 'in_flight'
-    RETURNING i.id
-), att AS (
-    INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, started_at,
-                                 ended_at, class, http_status, provider_ref, duration_ms)
-    SELECT i.id, i.attempt_count, i.fencing_token, i.lease_owner, i.attempt_started_at, now(),
-           'delivered', 200, 'ref_' || i.id, 1
-    FROM o JOIN upd ON upd.id = o.intent_id JOIN outbox_dispatch i ON i.id = o.intent_id
-)
-SELECT count(*) FROM upd;
 SQL
+sed 's/outbox_intents/outbox_dispatch/g' "$work/outcome.sql" | cat "$work/narrow_claim.sql" - > "$work/narrow.sql"
 
-# As above, with the delivery's attempt kept in the state row (last_attempt_*) instead of
-# an outbox_attempts row: the fewest writes a delivery can take (claim, outcome), as the
-# raw queue does.
-cat > "$work/narrow_inline.sql" <<'SQL'
-WITH due AS (
-    SELECT d.id FROM outbox_dispatch d
-    WHERE d.state = 'pending' AND d.next_attempt_at <= now() AND d.action = ANY('{bench.deliver}')
-      AND (d.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM outbox_dispatch e WHERE e.tenant = d.tenant
-           AND e.ordering_key = d.ordering_key AND e.id < d.id AND e.state IN ('pending', 'in_flight', 'unknown')))
-    ORDER BY d.next_attempt_at, d.id LIMIT :batch FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE outbox_dispatch d SET state = 'in_flight', lease_owner = 'profile',
-        lease_expires_at = now() + interval '30 s', fencing_token = d.fencing_token + 1,
-        attempt_count = d.attempt_count + 1, attempt_started_at = now(), updated_at = now()
-    FROM due WHERE d.id = due.id RETURNING d.*
-), joined AS (
-    SELECT c.id, c.fencing_token, x.payload FROM claimed c JOIN outbox_data x ON x.id = c.id
-)
-SELECT coalesce(array_agg(j.id), '{}') AS ids, coalesce(array_agg(j.fencing_token), '{}') AS toks,
-       max(length(j.payload::text)) AS plen FROM joined j \gset
-WITH o AS (SELECT * FROM unnest(:ids::text::bigint[], :toks::text::bigint[]) AS o(intent_id, token))
-UPDATE outbox_dispatch i SET state = 'delivered', lease_owner = NULL, lease_expires_at = NULL,
-    provider_ref = 'ref_' || i.id, last_http_status = 200,
-    first_sent_at = coalesce(i.first_sent_at, now()), finished_at = now(), updated_at = now(),
-    attempt_started_at = NULL, last_attempt_started_at = i.attempt_started_at,
-    last_attempt_class = 'delivered', last_attempt_ended_at = now(), last_attempt_duration_ms = 1
-FROM o WHERE i.id = o.intent_id AND i.fencing_token = o.token AND i.state = 'in_flight';
-SQL
 
 # outboxd's layout, with the delivery's attempt kept in the intent row instead.
-cat > "$work/inline.sql" <<'SQL'
-WITH due AS (
-    SELECT i.id FROM outbox_intents i
-    WHERE i.state = 'pending' AND i.next_attempt_at <= now() AND i.action = ANY('{bench.deliver}')
-      AND (i.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM outbox_intents e WHERE e.tenant = i.tenant
-           AND e.ordering_key = i.ordering_key AND e.id < i.id AND e.state IN ('pending', 'in_flight', 'unknown')))
-    ORDER BY i.next_attempt_at, i.id LIMIT :batch FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE outbox_intents i SET state = 'in_flight', lease_owner = 'profile',
-        lease_expires_at = now() + interval '30 s', fencing_token = i.fencing_token + 1,
-        attempt_count = i.attempt_count + 1, attempt_started_at = now(), updated_at = now()
-    FROM due WHERE i.id = due.id RETURNING i.*
-)
-SELECT coalesce(array_agg(c.id), '{}') AS ids, coalesce(array_agg(c.fencing_token), '{}') AS toks,
-       max(length(c.payload::text)) AS plen FROM claimed c \gset
+cat > "$work/inline_outcome.sql" <<'SQL'
 WITH o AS (SELECT * FROM unnest(:ids::text::bigint[], :toks::text::bigint[]) AS o(intent_id, token))
 UPDATE outbox_intents i SET state = 'delivered', lease_owner = NULL, lease_expires_at = NULL,
     provider_ref = 'ref_' || i.id, last_http_status = 200,
@@ -245,6 +192,11 @@ UPDATE outbox_intents i SET state = 'delivered', lease_owner = NULL, lease_expir
     last_attempt_class = 'delivered', last_attempt_ended_at = now(), last_attempt_duration_ms = 1
 FROM o WHERE i.id = o.intent_id AND i.fencing_token = o.token AND i.state = 'in_flight';
 SQL
+cat "$work/claim.sql" "$work/inline_outcome.sql" > "$work/inline.sql"
+# As above, with the delivery's attempt kept in the state row (last_attempt_*) instead of
+# an outbox_attempts row: the fewest writes a delivery can take (claim, outcome), as the
+# raw queue does.
+sed 's/outbox_intents/outbox_dispatch/g' "$work/inline_outcome.sql" | cat "$work/narrow_claim.sql" - > "$work/narrow_inline.sql"
 
 fresh_narrow() {
     psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
