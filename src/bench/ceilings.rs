@@ -128,12 +128,34 @@ async fn raw_table(db: &Database, n: i64) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// The better of several runs of one ceiling, with how busy the machine was during it.
+#[derive(Default)]
+struct Best {
+    rate: f64,
+    busy: Option<f64>,
+}
+
+impl Best {
+    /// Keeps `rate` if it beats the best so far, with the busy share since `cpu`.
+    fn offer(&mut self, rate: f64, cpu: Option<CpuSample>) {
+        if rate > self.rate {
+            (self.rate, self.busy) = (rate, super::cpu::busy_since(cpu));
+        }
+    }
+
+    /// Records the best rate as the ceiling `key`, and its busy share.
+    fn record(&self, report: &mut Report, key: &str, label: &str, unit: &str) {
+        report.value(key, label, self.rate, unit);
+        report.busy(key, self.busy);
+    }
+}
+
 /// (2a) The raw ceiling: one statement claims 100 due rows, one marks them done; with one
 /// worker, and with as many workers as the dispatcher has lanes. The higher figure is the
 /// ceiling the ratios use.
 pub async fn raw_queue(options: &BenchOptions, report: &mut Report) -> Result<(), BenchError> {
     let bench = BenchDb::create(&options.database, "raw").await?;
-    let (mut best, mut best_busy): (f64, Option<f64>) = (0.0, None);
+    let mut best = Best::default();
     for workers in [1, LANES] {
         raw_table(&bench.db, options.intents as i64).await?;
         let cpu = CpuSample::now();
@@ -146,9 +168,7 @@ pub async fn raw_queue(options: &BenchOptions, report: &mut Report) -> Result<()
             done += t.await.map_err(|e| BenchError::Failed(e.to_string()))??;
         }
         let rate = done as f64 / start.elapsed().as_secs_f64();
-        if rate > best {
-            (best, best_busy) = (rate, super::cpu::busy_since(cpu));
-        }
+        best.offer(rate, cpu);
         report.value(
             &format!("raw_db_{workers}"),
             &format!("(2a) raw DB: claim 100 + mark done, plain table, {workers} worker(s)"),
@@ -156,13 +176,12 @@ pub async fn raw_queue(options: &BenchOptions, report: &mut Report) -> Result<()
             "rows/s",
         );
     }
-    report.value(
+    best.record(
+        report,
         "raw_db",
         "(2a) raw DB ceiling (best of the above)",
-        best,
         "rows/s",
     );
-    report.busy("raw_db", best_busy);
     bench.drop_now().await;
     Ok(())
 }
@@ -216,7 +235,7 @@ async fn own_sql_lane(
 /// higher figure is the ceiling the ratios use, as for (2a). Each prints the mean wall time
 /// of a claim and of an outcome write per batch, so lanes that only add waits show.
 pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), BenchError> {
-    let (mut best, mut best_busy): (f64, Option<f64>) = (0.0, None);
+    let mut best = Best::default();
     for lanes in [1, LANES] {
         let bench = BenchDb::create(&options.database, "ownsql").await?;
         seed(&bench.db, options.intents, 0, "pending").await?;
@@ -231,9 +250,7 @@ pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), 
             total.add(&t.await.map_err(|e| BenchError::Failed(e.to_string()))??);
         }
         let rate = total.done as f64 / start.elapsed().as_secs_f64().max(1e-9);
-        if rate > best {
-            (best, best_busy) = (rate, super::cpu::busy_since(cpu));
-        }
+        best.offer(rate, cpu);
         let key = format!("own_sql_{lanes}");
         report.value(
             &key,
@@ -256,13 +273,12 @@ pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), 
         );
         bench.drop_now().await;
     }
-    report.value(
+    best.record(
+        report,
         "own_sql",
         "(2b) own SQL ceiling (best of the above)",
-        best,
         "per s",
     );
-    report.busy("own_sql", best_busy);
     Ok(())
 }
 
