@@ -1,6 +1,11 @@
-//! How busy the whole machine was during a measurement, from `/proc/stat` (Linux; `None`
-//! elsewhere). The ceilings only bound end-to-end as a sum (see [`super::report`]) when
-//! they keep every core busy; this is the figure that shows whether they did.
+//! How busy the whole machine was during a measurement, from `/proc/stat`, and how much
+//! CPU time one process or PostgreSQL's server processes used, from `/proc/<pid>/stat`
+//! (Linux; `None` elsewhere). The ceilings only bound end-to-end as a sum (see
+//! [`super::report`]) when they keep every core busy; the busy share shows whether they
+//! did, and the per-process figures show where an end-to-end intent's CPU goes.
+
+/// Clock ticks per second of the `/proc` counters (`USER_HZ`, 100 on Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
 
 /// A reading of the machine's CPU time counters.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +35,47 @@ impl CpuSample {
 /// either reading failed.
 pub fn busy_since(start: Option<CpuSample>) -> Option<f64> {
     start.and_then(|s| s.busy_since())
+}
+
+/// The cores this machine offers (1 when it cannot be told).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// CPU seconds (user + system) a process has used so far; `None` if it cannot be read.
+pub fn process_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_process_ticks(&stat).map(|t| t as f64 / TICKS_PER_SECOND)
+}
+
+/// CPU seconds used so far by the processes named `postgres` on this machine (a local
+/// server's backends and background workers; backends that exit in between are not
+/// counted); `None` when there are none.
+pub fn postgres_seconds() -> Option<f64> {
+    let mut ticks = 0;
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if stat.contains("(postgres)") {
+            if let Some(t) = parse_process_ticks(&stat) {
+                ticks += t;
+                found = true;
+            }
+        }
+    }
+    found.then(|| ticks as f64 / TICKS_PER_SECOND)
+}
+
+/// utime + stime of a `/proc/<pid>/stat` line (fields 14 and 15; the name in parentheses
+/// may hold spaces, so fields are counted after its closing parenthesis).
+fn parse_process_ticks(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
 }
 
 /// Parses the aggregate `cpu  user nice system idle iowait irq softirq steal ...` line;
@@ -64,6 +110,13 @@ mod tests {
         let s = parse_cpu_line("cpu  100 5 50 800 40 3 2 0 0 0").unwrap();
         assert_eq!(s.total, 1000);
         assert_eq!(s.busy, 160);
+    }
+
+    #[test]
+    fn process_ticks_are_user_plus_system_after_the_name() {
+        let line = "42 (tokio runtime) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0";
+        assert_eq!(parse_process_ticks(line), Some(325));
+        assert_eq!(parse_process_ticks("42 (x) S 1"), None);
     }
 
     #[test]

@@ -57,26 +57,14 @@ fn start_daemon(
     Ok((child, path))
 }
 
-/// Peak RSS (KiB) and CPU seconds of a running process, from /proc.
-fn resources(pid: u32) -> (u64, f64) {
+/// Peak RSS (KiB) of a running process, from /proc.
+fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm = status
+    status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (hwm, (ticks(11) + ticks(12)) / 100.0)
+        .unwrap_or(0)
 }
 
 async fn count(db: &Database, sql: &str) -> Result<i64, BenchError> {
@@ -199,11 +187,14 @@ pub async fn throughput(
     }
     // From the daemon's start to the last delivery (the rate is from the first attempt).
     let machine = super::cpu::CpuSample::now();
+    let split = CpuSplit::start(options);
     let (child, _config) = start_daemon(options, &bench.url, provider)?;
     let pid = child.id();
     let waited = wait_delivered(&bench.db, n, Duration::from_secs(1800)).await;
     let busy = super::cpu::busy_since(machine);
-    let (rss_kib, cpu) = resources(pid);
+    let rss_kib = peak_rss_kib(pid);
+    let cpu = super::cpu::process_seconds(pid).unwrap_or(0.0);
+    let split = split.finish(busy, cpu);
     stop(child);
     waited?;
     let ms = span_ms(&bench.db, n).await?;
@@ -229,6 +220,7 @@ pub async fn throughput(
                 cpu * 10_000.0 / n as f64,
                 "s",
             );
+            split.record(report, n);
         }
         Shape::History(m) => report.value(
             "history",
@@ -246,6 +238,93 @@ pub async fn throughput(
     }
     bench.drop_now().await;
     Ok(())
+}
+
+/// Where the CPU of an end-to-end drain went, from the daemon's start to the last delivery:
+/// the dispatcher, PostgreSQL's server processes (a local server only), and this process
+/// (the loopback provider and the progress polling), against the whole machine.
+struct CpuSplit {
+    started: Instant,
+    postgres: Option<f64>,
+    bench: Option<f64>,
+}
+
+/// CPU seconds of a finished drain (see [`CpuSplit`]).
+struct DrainCpu {
+    machine: Option<f64>,
+    dispatcher: f64,
+    postgres: Option<f64>,
+    bench: Option<f64>,
+}
+
+impl CpuSplit {
+    fn start(options: &BenchOptions) -> Self {
+        let postgres = super::setup::is_postgres(&options.database)
+            .then(super::cpu::postgres_seconds)
+            .flatten();
+        Self {
+            started: Instant::now(),
+            postgres,
+            bench: super::cpu::process_seconds(std::process::id()),
+        }
+    }
+
+    /// `busy` is the machine's busy share over the same window, `dispatcher` the daemon's
+    /// CPU seconds (it started inside the window).
+    fn finish(self, busy: Option<f64>, dispatcher: f64) -> DrainCpu {
+        let cores = super::cpu::cores() as f64;
+        let since = |start: Option<f64>, now: Option<f64>| Some(now? - start?);
+        DrainCpu {
+            machine: busy.map(|b| b * cores * self.started.elapsed().as_secs_f64()),
+            dispatcher,
+            postgres: since(self.postgres, super::cpu::postgres_seconds()),
+            bench: since(self.bench, super::cpu::process_seconds(std::process::id())),
+        }
+    }
+}
+
+impl DrainCpu {
+    /// Records each part per intent in CPU microseconds, and beside them what the
+    /// throughput target (half of min(raw DB, HTTP), see [`Report::ratios`]) allows an
+    /// intent on all cores.
+    fn record(&self, report: &mut Report, n: usize) {
+        let per_intent = |seconds: f64| seconds * 1e6 / n as f64;
+        let mut row = |key: &str, label: &str, seconds: Option<f64>| {
+            if let Some(s) = seconds {
+                report.value(key, label, per_intent(s), "µs");
+            }
+        };
+        row(
+            "cpu_us_machine",
+            "(7) CPU per intent, whole machine",
+            self.machine,
+        );
+        row(
+            "cpu_us_dispatcher",
+            "    of which the dispatcher",
+            Some(self.dispatcher),
+        );
+        row(
+            "cpu_us_postgres",
+            "    of which PostgreSQL's server processes",
+            self.postgres,
+        );
+        row(
+            "cpu_us_bench",
+            "    of which the provider (the benchmark process)",
+            self.bench,
+        );
+        let cores = super::cpu::cores() as f64;
+        if let (Some(raw), Some(http)) = (report.get("raw_db"), report.get("http")) {
+            let target_rate = 0.5 * raw.min(http);
+            report.value(
+                "cpu_us_budget",
+                "    what 0.5 × min(raw DB, HTTP) allows on all cores",
+                cores * 1e6 / target_rate,
+                "µs",
+            );
+        }
+    }
 }
 
 /// Throughput while another client holds a REPEATABLE READ transaction open, then after.

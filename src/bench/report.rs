@@ -39,9 +39,7 @@ impl Report {
             "outboxd bench — backend {backend}, {} intents, {} ({} cores), {}",
             options.intents,
             std::env::consts::ARCH,
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            super::cpu::cores(),
             chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
         );
         println!("{header}");
@@ -176,6 +174,26 @@ impl Report {
         out
     }
 
+    /// CPU microseconds (all cores) per item of each ceiling and of end-to-end: the busy
+    /// share times the cores over the rate. With the split of an end-to-end intent (see
+    /// `e2e`), these say which part would have to get cheaper, and by how much.
+    pub fn cpu_per_item(&self) -> Vec<(String, f64)> {
+        let cores = super::cpu::cores() as f64;
+        [
+            ("raw_db", "(2a) raw DB, per row"),
+            ("own_sql", "(2b) own SQL, per intent"),
+            ("http", "(3) HTTP, per request"),
+            ("e2e", "(1) end-to-end, per intent"),
+        ]
+        .into_iter()
+        .filter_map(|(key, label)| {
+            let rate = self.get(key).filter(|r| *r > 0.0)?;
+            let busy = self.get(&format!("busy_{key}"))? / 100.0;
+            Some((label.to_owned(), busy * cores * 1e6 / rate))
+        })
+        .collect()
+    }
+
     /// Prints the ratios and returns the whole table as text.
     pub fn finish(&self) -> String {
         let mut text = format!("{}\n", self.header);
@@ -186,6 +204,11 @@ impl Report {
         for (label, value) in self.ratios() {
             println!("   {label:<68} {value:>12.2}");
             let _ = writeln!(text, "| {label} | {value:.2} |");
+        }
+        println!("-- CPU per item (all cores, busy share × cores / rate)");
+        for (label, value) in self.cpu_per_item() {
+            println!("   {label:<68} {value:>12.1} µs");
+            let _ = writeln!(text, "| CPU: {label} | {value:.1} µs |");
         }
         text
     }
@@ -245,6 +268,19 @@ mod tests {
         assert!((ratio(&r, "CPU alone allows") - 40.0 / 30.0).abs() < 1e-9);
         // 1 / (1/20k + 0.5/30k) = 15k; end-to-end is two thirds of it.
         assert!((ratio(&r, "end-to-end / CPU-cost bound") - 10.0 / 15.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cpu_per_item_is_busy_cores_over_rate_and_skips_unknown_busy() {
+        let r = report(&[
+            ("raw_db", 40_000.0),
+            ("busy_raw_db", 50.0),
+            ("http", 20_000.0),
+        ]);
+        let costs = r.cpu_per_item();
+        let cores = crate::bench::cpu::cores() as f64;
+        assert_eq!(costs.len(), 1, "{costs:?}");
+        assert!((costs[0].1 - 0.5 * cores * 1e6 / 40_000.0).abs() < 1e-9);
     }
 
     #[test]
