@@ -113,14 +113,7 @@ SELECT * FROM outbox_enqueue_prehashed('bench', $OP, 'bench.deliver', $PAYLOAD, 
 COMMIT;
 SQL
 
-cat > "$work/narrow-bare.sql" <<SQL
-\set n random(1, 1000000000)
-BEGIN;
-$BUSINESS
-INSERT INTO outbox_data (tenant, operation_id, action, payload, payload_sha256, idempotency_key)
-VALUES ('bench', $OP, 'bench.deliver', $PAYLOAD, $DIGEST, 'k-' || (:n)::text) ON CONFLICT DO NOTHING;
-COMMIT;
-SQL
+sed 's/INSERT INTO outbox_intents /INSERT INTO outbox_data /' "$work/bare.sql" > "$work/narrow-bare.sql"
 sed 's/outbox_enqueue_prehashed/narrow_enqueue_prehashed/' "$work/enqueue.sql" > "$work/narrow-enqueue.sql"
 SHAPES="plain bare enqueue narrow-bare narrow-enqueue"
 
