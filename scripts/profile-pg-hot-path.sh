@@ -119,24 +119,10 @@ CREATE TABLE outbox_attempts (
 CREATE INDEX outbox_attempts_intent ON outbox_attempts (intent_id, attempt_number);
 SQL
 
-cat > "$work/narrow_claim.sql" <<'SQL'
-WITH due AS (
-    SELECT d.id FROM outbox_dispatch d
-    WHERE d.state = 'pending' AND d.next_attempt_at <= now() AND d.action = ANY('{bench.deliver}')
-      AND (d.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM outbox_dispatch e WHERE e.tenant = d.tenant
-           AND e.ordering_key = d.ordering_key AND e.id < d.id AND e.state IN ('pending', 'in_flight', 'unknown')))
-    ORDER BY d.next_attempt_at, d.id LIMIT :batch FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE outbox_dispatch d SET state = 'in_flight', lease_owner = 'profile',
-        lease_expires_at = now() + interval '30 s', fencing_token = d.fencing_token + 1,
-        attempt_count = d.attempt_count + 1, attempt_started_at = now(), updated_at = now()
-    FROM due WHERE d.id = due.id RETURNING d.*
-), joined AS (
-    SELECT c.id, c.fencing_token, x.payload FROM claimed c JOIN outbox_data x ON x.id = c.id
-)
-SELECT coalesce(array_agg(j.id), '{}') AS ids, coalesce(array_agg(j.fencing_token), '{}') AS toks,
-       max(length(j.payload::text)) AS plen FROM joined j \gset
-SQL
+# The same claim on outbox_dispatch, its payload read from outbox_data.
+sed -e 's/outbox_intents/outbox_dispatch/g' -e 's/c\.payload::text/x.payload::text/' \
+    -e 's/FROM claimed c \\gset/FROM claimed c JOIN outbox_data x ON x.id = c.id \\gset/' \
+    "$work/claim.sql" > "$work/narrow_claim.sql"
 sed 's/outbox_intents/outbox_dispatch/g' "$work/outcome.sql" | cat "$work/narrow_claim.sql" - > "$work/narrow.sql"
 
 
