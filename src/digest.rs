@@ -14,10 +14,11 @@
 //!   characters below U+0020 as `\u00xx` (lowercase hex), and every other character as
 //!   itself (no `\u` escapes for non-ASCII, `/` not escaped);
 //! * `true`, `false`, `null` as written;
-//! * numbers: an integer that fits a signed or unsigned 64-bit integer is written in
-//!   plain decimal; any other number is first rounded to the nearest IEEE-754 double and
-//!   written as the shortest decimal that round-trips to that double, in plain notation
-//!   (no exponent, no trailing fractional zeros, no `.` when integral, `0` for `-0`).
+//! * numbers: the exact decimal value of the number as written, never rounded through a
+//!   float, in plain notation: no exponent, no leading zeros (but `0` before a point), no
+//!   trailing fractional zeros, no `.` when integral, `0` for every zero (`-0.0` too). So
+//!   `1.50E+3` is `1500`, `9007199254740993.0` is `9007199254740993` and
+//!   `1.234567890123456789` keeps every digit. (PostgreSQL: `trim_scale(n::numeric)::text`.)
 //!
 //! The digest is the lowercase hex sha256 of that text. PostgreSQL's
 //! `outbox_canonical_json` / `outbox_payload_sha256` implement the same definition; the
@@ -118,7 +119,7 @@ fn write_value(out: &mut String, value: &Value, depth: usize) -> Result<(), Inva
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => write_number(out, n),
+        Value::Number(n) => write_number(out, n)?,
         Value::String(s) => {
             check_no_nul(s)?;
             write_string(out, s)
@@ -186,21 +187,93 @@ fn check_no_nul(s: &str) -> Result<(), InvalidField> {
     }
 }
 
-fn write_number(out: &mut String, n: &Number) {
-    if let Some(i) = n.as_i64() {
-        let _ = write!(out, "{i}");
-    } else if let Some(u) = n.as_u64() {
-        let _ = write!(out, "{u}");
+/// Writes `n` exactly, as the plain decimal of its value: no exponent, no leading zeros
+/// but one before the point, no trailing fractional zeros, no `.` when integral, `0` for
+/// every zero. The number's text as written (serde_json keeps it: `arbitrary_precision`)
+/// is read digit by digit, never through a float, so `1.234567890123456789` and
+/// `9007199254740993.0` keep every digit. This is PostgreSQL's
+/// `trim_scale(value::numeric)::text`.
+fn write_number(out: &mut String, n: &Number) -> Result<(), InvalidField> {
+    let text = n.to_string();
+    let plain = exact_decimal(&text).ok_or_else(|| {
+        InvalidField::new(
+            "payload",
+            format!(
+                "has a number ({}) whose plain decimal form is longer than {MAX_PAYLOAD_BYTES} bytes",
+                abbreviate(&text)
+            ),
+        )
+    })?;
+    out.push_str(&plain);
+    Ok(())
+}
+
+fn abbreviate(text: &str) -> String {
+    if text.len() <= 40 {
+        text.to_owned()
     } else {
-        let f = n.as_f64().unwrap_or(0.0);
-        if f == 0.0 {
-            out.push('0');
-        } else {
-            // Rust's `Display` for f64 prints the shortest round-trip digits in plain
-            // notation, which is exactly the canonical form.
-            let _ = write!(out, "{f}");
-        }
+        format!(
+            "{}...",
+            &text[..text.char_indices().nth(40).map_or(text.len(), |(i, _)| i)]
+        )
     }
+}
+
+/// The exact plain decimal form of a JSON number's text (see [`write_number`]), or `None`
+/// when it would be longer than [`MAX_PAYLOAD_BYTES`] (or the text is not a JSON number).
+pub fn exact_decimal(text: &str) -> Option<String> {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(at) => (&unsigned[..at], unsigned[at + 1..].parse::<i64>().ok()?),
+        None => (unsigned, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int_part.is_empty()
+        || !(int_part.bytes().chain(frac_part.bytes())).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let digits: String = [int_part, frac_part].concat();
+    let leading = digits.len() - digits.trim_start_matches('0').len();
+    let significant = digits.trim_matches('0');
+    if significant.is_empty() {
+        return Some("0".to_owned());
+    }
+    // Where the decimal point falls, counted in digits from the first significant one.
+    let point = i64::try_from(int_part.len())
+        .ok()?
+        .checked_add(exponent)?
+        .checked_sub(i64::try_from(leading).ok()?)?;
+    let len = i64::try_from(significant.len()).ok()?;
+    let width = if point <= 0 {
+        2 - point + len
+    } else {
+        point.max(len) + 1
+    };
+    if width > i64::try_from(MAX_PAYLOAD_BYTES).ok()? {
+        return None;
+    }
+    let mut out = String::with_capacity(usize::try_from(width).ok()? + 1);
+    if negative {
+        out.push('-');
+    }
+    if point <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', usize::try_from(-point).ok()?));
+        out.push_str(significant);
+    } else if point >= len {
+        out.push_str(significant);
+        out.extend(std::iter::repeat_n('0', usize::try_from(point - len).ok()?));
+    } else {
+        let (whole, fraction) = significant.split_at(usize::try_from(point).ok()?);
+        out.push_str(whole);
+        out.push('.');
+        out.push_str(fraction);
+    }
+    Some(out)
 }
 
 fn write_string(out: &mut String, s: &str) {
@@ -250,13 +323,34 @@ mod tests {
     #[test]
     fn numbers_are_canonical() {
         let v: Value = serde_json::from_str(
-            r#"[1.0, 1e2, -0.0, 0.1, 1.5e-7, 1e21, 18446744073709551616, -5]"#,
+            r#"[1.0, 1e2, -0.0, 0.1, 1.5e-7, 1e21, 18446744073709551616, -5, 9007199254740993.0,
+                1.234567890123456789, 123456789012345678901234567890, 0.000E+5, -12.3400e-1, 1.50E+3]"#,
         )
         .unwrap();
         assert_eq!(
             canonical_json(&v).unwrap(),
-            "[1,100,0,0.1,0.00000015,1000000000000000000000,18446744073709552000,-5]"
+            "[1,100,0,0.1,0.00000015,1000000000000000000000,18446744073709551616,-5,9007199254740993,\
+             1.234567890123456789,123456789012345678901234567890,0,-1.234,1500]"
         );
+    }
+
+    #[test]
+    fn exact_decimal_keeps_every_digit_and_bounds_the_width() {
+        assert_eq!(exact_decimal("1e-5").as_deref(), Some("0.00001"));
+        assert_eq!(exact_decimal("-0e10").as_deref(), Some("0"));
+        assert_eq!(exact_decimal("00.0100").as_deref(), Some("0.01"));
+        assert_eq!(exact_decimal("-1.5E+1").as_deref(), Some("-15"));
+        assert_eq!(exact_decimal("12345e-2").as_deref(), Some("123.45"));
+        assert_eq!(exact_decimal("1e999999999"), None);
+        assert_eq!(exact_decimal("1e-999999999"), None);
+        assert_eq!(exact_decimal("1e99999999999999999999999"), None);
+        let err = payload_digest(
+            &action(),
+            1,
+            &serde_json::from_str(r#"{"n": 1e300000}"#).unwrap(),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "payload");
     }
 
     #[test]

@@ -54,5 +54,6 @@ pub mod reconcile;
 pub mod status;
 pub mod store;
 pub mod telemetry;
+pub mod wire_key;
 
 pub use producer::{enqueue, EnqueueError, Enqueued, NewIntent};

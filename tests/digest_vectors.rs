@@ -1,5 +1,7 @@
-//! The shared digest vectors (`tests/digest_vectors.json`, computed independently of this
-//! crate) agree with the Rust digest and with PostgreSQL's `outbox_payload_sha256`.
+//! The shared vectors (`tests/digest_vectors.json`, computed independently of this crate
+//! by `scripts/digest-vectors.py`) agree with the Rust digest and with PostgreSQL's
+//! `outbox_payload_sha256`, and the key the provider sees agrees between Rust
+//! (`outboxd::wire_key`) and PostgreSQL's `outbox_wire_idempotency_key`.
 
 mod support;
 
@@ -19,15 +21,63 @@ struct Vector {
 }
 
 #[derive(Deserialize)]
+struct KeyVector {
+    key_secret: String,
+    tenant: String,
+    key: String,
+    wire_key: String,
+}
+
+#[derive(Deserialize)]
 struct Vectors {
     vectors: Vec<Vector>,
+    wire_keys: Vec<KeyVector>,
+}
+
+fn all() -> Vectors {
+    serde_json::from_str::<Vectors>(include_str!("digest_vectors.json")).expect("vectors parse")
 }
 
 fn vectors() -> Vec<Vector> {
-    let text = include_str!("digest_vectors.json");
-    serde_json::from_str::<Vectors>(text)
-        .expect("vectors parse")
-        .vectors
+    all().vectors
+}
+
+#[test]
+fn rust_wire_key_matches_vectors() {
+    use outboxd::wire_key::{wire_idempotency_key, KeySecret};
+    for v in all().wire_keys {
+        let secret = KeySecret::from_hex(&v.key_secret).unwrap();
+        let wire = wire_idempotency_key(
+            &secret,
+            &v.tenant.clone().try_into().unwrap(),
+            &v.key.clone().try_into().unwrap(),
+        );
+        assert_eq!(wire.as_str(), v.wire_key, "{} {}", v.tenant, v.key);
+    }
+}
+
+#[tokio::test]
+async fn postgres_wire_key_matches_vectors() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    for v in all().wire_keys {
+        sqlx::query("UPDATE outboxd_installation SET key_secret = $1")
+            .bind(&v.key_secret)
+            .execute(pool)
+            .await
+            .unwrap();
+        let wire: String = sqlx::query_scalar("SELECT outbox_wire_idempotency_key($1, $2)")
+            .bind(&v.tenant)
+            .bind(&v.key)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        assert_eq!(wire, v.wire_key, "{} {}", v.tenant, v.key);
+    }
 }
 
 #[test]

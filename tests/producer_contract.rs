@@ -322,23 +322,50 @@ async fn fresh_process_still_replays(t: &TestDb) {
     assert_eq!(intents(&restarted).await, 1);
 }
 
-/// A producer-supplied idempotency key is stored as given; the derived one is deterministic.
+/// The installation's key secret (migration 0003).
+async fn key_secret(db: &outboxd::store::Database) -> outboxd::wire_key::KeySecret {
+    let sql = "SELECT key_secret FROM outboxd_installation WHERE id = 1";
+    let hex: String = match db {
+        outboxd::store::Database::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+        outboxd::store::Database::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+    }
+    .unwrap();
+    outboxd::wire_key::KeySecret::from_hex(&hex).unwrap()
+}
+
+/// The key the provider sees is fixed at enqueue: the producer's key (or the derived
+/// default), namespaced by tenant with the installation secret; a replay returns it again.
 async fn idempotency_key_fixed_at_enqueue(t: &TestDb) {
     create_orders(&t.db).await;
+    let secret = key_secret(&t.db).await;
+    let acme = "acme".to_string().try_into().unwrap();
     let supplied = refund("op-k1", 1).with_idempotency_key("refund-order-7");
-    let a = produce(&t.db, 7, supplied, Finish::Commit).await.unwrap();
-    assert_eq!(a.idempotency_key, "refund-order-7");
+    let a = produce(&t.db, 7, supplied.clone(), Finish::Commit)
+        .await
+        .unwrap();
+    let expected_a = outboxd::wire_key::wire_idempotency_key(
+        &secret,
+        &acme,
+        &"refund-order-7".to_string().try_into().unwrap(),
+    );
+    assert_eq!(a.idempotency_key, expected_a.as_str());
+    let replay = produce(&t.db, 7, supplied, Finish::Commit).await.unwrap();
+    assert_eq!(
+        (replay.replayed, replay.idempotency_key.as_str()),
+        (true, expected_a.as_str())
+    );
     let b = produce(&t.db, 7, refund("op-k2", 1), Finish::Commit)
         .await
         .unwrap();
-    let expected = outboxd::intent::default_idempotency_key(
-        &"acme".to_string().try_into().unwrap(),
+    let default = outboxd::intent::default_idempotency_key(
+        &acme,
         &"op-k2".to_string().try_into().unwrap(),
         &"issue_refund".to_string().try_into().unwrap(),
     );
-    assert_eq!(b.idempotency_key, expected.as_str());
+    let expected_b = outboxd::wire_key::wire_idempotency_key(&secret, &acme, &default);
+    assert_eq!(b.idempotency_key, expected_b.as_str());
     let row = t.db.store().get_intent(b.intent_id).await.unwrap().unwrap();
-    assert_eq!(row.idempotency_key, expected.as_str());
+    assert_eq!(row.idempotency_key, expected_b.as_str());
     assert_eq!(row.state, outboxd::intent::IntentState::Pending);
 }
 

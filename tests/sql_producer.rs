@@ -143,7 +143,16 @@ async fn plain_insert_gets_digest_and_key_from_the_database() {
     .await
     .unwrap();
     assert_eq!(digest, intent.digest.as_str());
-    assert_eq!(key, intent.idempotency_key.as_str());
+    let secret: String = sqlx::query_scalar("SELECT key_secret FROM outboxd_installation")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    let wire = outboxd::wire_key::wire_idempotency_key(
+        &outboxd::wire_key::KeySecret::from_hex(&secret).unwrap(),
+        &intent.tenant,
+        &intent.idempotency_key,
+    );
+    assert_eq!(key, wire.as_str());
     // Uniqueness is enforced for plain inserts too.
     let dup = sqlx::query("INSERT INTO outbox_intents (tenant, operation_id, action, payload) VALUES ('acme', 'op-p', 'issue_refund', '{}')")
         .execute(pool)

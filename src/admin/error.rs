@@ -179,6 +179,7 @@ impl From<EnqueueError> for ApiError {
             EnqueueError::Conflict { operation_id, .. } => ApiError::Conflict { operation_id },
             EnqueueError::Invalid(field) => ApiError::invalid(field.field, field.reason),
             EnqueueError::Database(e) => ApiError::Store(StoreError::Database(e)),
+            EnqueueError::KeySecret(e) => ApiError::Store(StoreError::Corrupt(e.to_string())),
         }
     }
 }

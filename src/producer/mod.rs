@@ -39,6 +39,7 @@ pub struct NewIntent {
     #[serde(default = "default_payload_version")]
     pub payload_version: i32,
     /// The downstream idempotency key; derived from (tenant, operation_id, action) if absent.
+    /// Either way the provider sees it namespaced by tenant ([`crate::wire_key`]).
     #[serde(default)]
     pub idempotency_key: Option<String>,
     /// Intents with the same ordering key (within a tenant) are attempted in enqueue order.
@@ -114,8 +115,12 @@ impl NewIntent {
         let action = ActionName::parse(self.action)?;
         let payload_version = check_payload_version(self.payload_version)?;
         let digest = payload_digest(&action, payload_version, &self.payload)?;
-        let idempotency_key = match self.idempotency_key {
-            Some(key) => IdempotencyKey::parse(key)?,
+        let requested_idempotency_key = self
+            .idempotency_key
+            .map(IdempotencyKey::parse)
+            .transpose()?;
+        let idempotency_key = match &requested_idempotency_key {
+            Some(key) => key.clone(),
             None => default_idempotency_key(&tenant, &operation_id, &action),
         };
         let ordering_key = self.ordering_key.map(OrderingKey::parse).transpose()?;
@@ -126,6 +131,7 @@ impl NewIntent {
             payload: self.payload,
             payload_version,
             digest,
+            requested_idempotency_key,
             idempotency_key,
             ordering_key,
             not_before: self.not_before,
@@ -149,7 +155,11 @@ pub struct ValidIntent {
     pub payload_version: i32,
     /// The canonical digest of (action, payload_version, payload).
     pub digest: PayloadDigest,
-    /// The downstream idempotency key, supplied or derived.
+    /// The idempotency key as the producer supplied it (`None`: derive the default).
+    pub requested_idempotency_key: Option<IdempotencyKey>,
+    /// The logical key: the requested one, or the default derived from (tenant,
+    /// operation_id, action). The provider sees it namespaced by tenant
+    /// ([`crate::wire_key`]).
     pub idempotency_key: IdempotencyKey,
     /// See [`NewIntent::ordering_key`].
     pub ordering_key: Option<OrderingKey>,
@@ -164,7 +174,8 @@ pub struct ValidIntent {
 pub struct Enqueued {
     /// The intent's id (for a tombstone replay, the id it had before pruning).
     pub intent_id: IntentId,
-    /// The downstream idempotency key stored with the intent.
+    /// The idempotency key the provider sees, stored with the intent (namespaced by
+    /// tenant: see [`crate::wire_key`]).
     pub idempotency_key: String,
     /// True when this operation was already recorded with the same digest.
     pub replayed: bool,
@@ -189,6 +200,9 @@ pub enum EnqueueError {
     /// The database failed; the producer's transaction should be rolled back and retried.
     #[error("database error while recording the intent: {0}")]
     Database(#[from] sqlx::Error),
+    /// The installation's key secret could not be read (the schema is older than 0003).
+    #[error(transparent)]
+    KeySecret(#[from] crate::wire_key::KeySecretError),
 }
 
 /// A connection or transaction an intent can be recorded on.

@@ -1,5 +1,6 @@
-//! Enqueue on PostgreSQL: one call of the `outbox_enqueue_prehashed` SQL function, which
-//! holds the insert-or-replay logic shared with `outbox_enqueue` for other languages.
+//! Enqueue on PostgreSQL: one call of the `outbox_enqueue` SQL function, the same call other
+//! languages make. The digest and the key the provider sees are computed there, in SQL only
+//! (one place on PostgreSQL); the Rust validation before it only gives clearer errors.
 
 use async_trait::async_trait;
 use sqlx::{PgConnection, Postgres, Row, Transaction};
@@ -11,7 +12,7 @@ use crate::intent::IntentState;
 pub const CONFLICT_SQLSTATE: &str = "OB409";
 
 const ENQUEUE_SQL: &str = "SELECT intent_id, idempotency_key, replayed, state \
-     FROM outbox_enqueue_prehashed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+     FROM outbox_enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// Records the intent; a conflict raised by the function maps to [`EnqueueError::Conflict`].
 async fn enqueue_pg(conn: &mut PgConnection, i: &ValidIntent) -> Result<Enqueued, EnqueueError> {
@@ -21,8 +22,7 @@ async fn enqueue_pg(conn: &mut PgConnection, i: &ValidIntent) -> Result<Enqueued
         .bind(i.action.as_str())
         .bind(sqlx::types::Json(&i.payload))
         .bind(i.payload_version)
-        .bind(i.digest.as_str())
-        .bind(i.idempotency_key.as_str())
+        .bind(i.requested_idempotency_key.as_ref().map(|k| k.as_str()))
         .bind(i.ordering_key.as_ref().map(|k| k.as_str()))
         .bind(i.not_before)
         .bind(i.deadline)

@@ -39,6 +39,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "producer_functions",
         sql: include_str!("../../migrations/postgres/0002_producer_functions.sql"),
     },
+    Migration {
+        version: 3,
+        name: "tenant_keys_exact_numbers",
+        sql: include_str!("../../migrations/postgres/0003_tenant_keys_exact_numbers.sql"),
+    },
 ];
 
 /// SQLite migrations, in order; paired one to one with [`POSTGRES`].
@@ -52,6 +57,11 @@ pub const SQLITE: &[Migration] = &[
         version: 2,
         name: "producer_functions",
         sql: include_str!("../../migrations/sqlite/0002_producer_functions.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "tenant_keys_exact_numbers",
+        sql: include_str!("../../migrations/sqlite/0003_tenant_keys_exact_numbers.sql"),
     },
 ];
 
@@ -86,6 +96,9 @@ pub enum MigrateError {
     /// The database failed.
     #[error("database error while migrating: {0}")]
     Database(#[from] sqlx::Error),
+    /// Migration 3 could not read the key secret it had just created.
+    #[error("migration 3 could not re-key unclaimed intents")]
+    Rekey(#[from] crate::wire_key::KeySecretError),
 }
 
 /// What a migration run did, for progress output.
@@ -133,6 +146,14 @@ fn check_applied(embedded: &[Migration], applied: &[(i64, String)]) -> Result<()
 
 /// Applies pending PostgreSQL migrations.
 pub async fn migrate_postgres(pool: &PgPool) -> Result<MigrateReport, MigrateError> {
+    migrate_postgres_to(pool, expected_version()).await
+}
+
+/// Applies pending PostgreSQL migrations up to `target` (tests build older schemas with it).
+pub async fn migrate_postgres_to(
+    pool: &PgPool,
+    target: i64,
+) -> Result<MigrateReport, MigrateError> {
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(PG_LOCK_KEY)
@@ -145,7 +166,7 @@ pub async fn migrate_postgres(pool: &PgPool) -> Result<MigrateReport, MigrateErr
             .await?;
     check_applied(POSTGRES, &applied)?;
     let mut report = MigrateReport::default();
-    for m in POSTGRES {
+    for m in POSTGRES.iter().filter(|m| m.version <= target) {
         if applied.iter().any(|(v, _)| *v == m.version) {
             continue;
         }
@@ -162,12 +183,20 @@ pub async fn migrate_postgres(pool: &PgPool) -> Result<MigrateReport, MigrateErr
         report.applied.push((m.version, m.name));
     }
     tx.commit().await?;
-    report.version = expected_version();
+    report.version = target.min(expected_version());
     Ok(report)
 }
 
 /// Applies pending SQLite migrations.
 pub async fn migrate_sqlite(pool: &SqlitePool) -> Result<MigrateReport, MigrateError> {
+    migrate_sqlite_to(pool, expected_version()).await
+}
+
+/// Applies pending SQLite migrations up to `target` (tests build older schemas with it).
+pub async fn migrate_sqlite_to(
+    pool: &SqlitePool,
+    target: i64,
+) -> Result<MigrateReport, MigrateError> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     sqlx::raw_sql(SQLITE_TABLE).execute(&mut *tx).await?;
     let applied: Vec<(i64, String)> =
@@ -176,12 +205,15 @@ pub async fn migrate_sqlite(pool: &SqlitePool) -> Result<MigrateReport, MigrateE
             .await?;
     check_applied(SQLITE, &applied)?;
     let mut report = MigrateReport::default();
-    for m in SQLITE {
+    for m in SQLITE.iter().filter(|m| m.version <= target) {
         if applied.iter().any(|(v, _)| *v == m.version) {
             continue;
         }
         tracing::info!(version = m.version, name = m.name, "applying migration");
         sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
+        if m.version == 3 {
+            rekey_unclaimed_sqlite(&mut tx).await?;
+        }
         sqlx::query("INSERT INTO outboxd_schema_migrations (version, name, checksum, applied_at) VALUES (?1, ?2, ?3, ?4)")
             .bind(m.version)
             .bind(m.name)
@@ -192,8 +224,57 @@ pub async fn migrate_sqlite(pool: &SqlitePool) -> Result<MigrateReport, MigrateE
         report.applied.push((m.version, m.name));
     }
     tx.commit().await?;
-    report.version = expected_version();
+    report.version = target.min(expected_version());
     Ok(report)
+}
+
+/// Migration 3's Rust half on SQLite (no HMAC in SQL): intents never claimed have sent
+/// nothing, so they get the tenant-namespaced key now; every other row keeps the key it may
+/// already have sent. PostgreSQL does the same in the migration's SQL.
+async fn rekey_unclaimed_sqlite(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+) -> Result<(), MigrateError> {
+    use crate::intent::{
+        default_idempotency_key, ActionName, IdempotencyKey, OperationId, TenantId,
+    };
+    let secret = crate::wire_key::load_key_secret(tx).await?;
+    let rows: Vec<(i64, String, String, String, String)> = sqlx::query_as(
+        "SELECT id, tenant, operation_id, action, idempotency_key FROM outbox_intents \
+         WHERE state = 'pending' AND attempt_count = 0 AND first_sent_at IS NULL",
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+    for (id, tenant, operation_id, action, key) in rows {
+        let parsed = (|| {
+            Ok::<_, crate::intent::InvalidField>((
+                TenantId::parse(tenant)?,
+                OperationId::parse(operation_id)?,
+                ActionName::parse(action)?,
+                IdempotencyKey::parse(key)?,
+            ))
+        })();
+        // A row no producer path could have written keeps its key; it is still namespaced
+        // nowhere, so it is left for an operator (`outboxd intents cancel`).
+        let Ok((tenant, operation_id, action, key)) = parsed else {
+            tracing::warn!(
+                intent_id = id,
+                "left an unclaimed intent with invalid fields unkeyed"
+            );
+            continue;
+        };
+        let requested = (key != default_idempotency_key(&tenant, &operation_id, &action))
+            .then(|| key.as_str().to_owned());
+        let wire = crate::wire_key::wire_idempotency_key(&secret, &tenant, &key);
+        sqlx::query(
+            "UPDATE outbox_intents SET idempotency_key = ?1, requested_idempotency_key = ?2 WHERE id = ?3",
+        )
+        .bind(wire.as_str())
+        .bind(requested)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
 }
 
 /// The highest applied version, or 0 when outboxd's table does not exist yet.

@@ -43,10 +43,21 @@ fn unique_name(prefix: &str) -> String {
 impl TestDb {
     /// A fresh SQLite file, migrated.
     pub async fn sqlite() -> TestDb {
+        Self::sqlite_at(outboxd::store::migrate::expected_version()).await
+    }
+
+    /// A fresh SQLite file, migrated up to schema `version` (an older schema, for upgrade
+    /// tests).
+    pub async fn sqlite_at(version: i64) -> TestDb {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("outbox.db").display());
         let db = connect(&url, 8).await.expect("open sqlite");
-        db.migrate().await.expect("migrate sqlite");
+        let Database::Sqlite(pool) = &db else {
+            unreachable!()
+        };
+        outboxd::store::migrate::migrate_sqlite_to(pool, version)
+            .await
+            .expect("migrate sqlite");
         TestDb {
             url,
             db,
@@ -59,6 +70,11 @@ impl TestDb {
     /// A fresh PostgreSQL schema, migrated; `None` when PostgreSQL is unavailable and not
     /// required.
     pub async fn postgres() -> Option<TestDb> {
+        Self::postgres_at(outboxd::store::migrate::expected_version()).await
+    }
+
+    /// A fresh PostgreSQL schema, migrated up to schema `version`.
+    pub async fn postgres_at(version: i64) -> Option<TestDb> {
         let base_url = pg_base_url();
         let admin = match connect(&base_url, 2).await {
             Ok(admin) => admin,
@@ -84,7 +100,12 @@ impl TestDb {
         let sep = if base_url.contains('?') { '&' } else { '?' };
         let url = format!("{base_url}{sep}options=-c%20search_path%3D{schema}");
         let db = connect(&url, 8).await.expect("open postgres schema");
-        db.migrate().await.expect("migrate postgres");
+        let Database::Postgres(pool) = &db else {
+            unreachable!()
+        };
+        outboxd::store::migrate::migrate_postgres_to(pool, version)
+            .await
+            .expect("migrate postgres");
         Some(TestDb {
             url,
             db,
