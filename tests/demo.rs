@@ -9,7 +9,7 @@ fn summary_row<'a>(stdout: &'a str, operation: &str) -> Vec<&'a str> {
     stdout
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|cols| cols.len() >= 5 && cols[0].starts_with("obx1_") && cols[1] == operation)
+        .find(|cols| cols.len() >= 5 && cols[0].starts_with("obx2_") && cols[1] == operation)
         .unwrap_or_else(|| panic!("no summary row for {operation}:\n{stdout}"))
 }
 

@@ -40,7 +40,7 @@ async fn create_replay_and_conflict(t: &TestDb) {
     assert!(receipt["idempotency_key"]
         .as_str()
         .unwrap()
-        .starts_with("obx1_"));
+        .starts_with("obx2_"));
     tokio::time::timeout(Duration::from_secs(5), server.wake.notified())
         .await
         .expect("the dispatcher is poked after an enqueue");
