@@ -204,6 +204,14 @@ fn write_number(out: &mut String, n: &Number) -> Result<(), InvalidField> {
             ),
         )
     })?;
+    // Checked as it grows, so a payload of many huge exponents (`1e200000`, ten bytes of
+    // input each) is refused before its expansion is built, not after.
+    if out.len() + plain.len() > MAX_PAYLOAD_BYTES {
+        return Err(InvalidField::new(
+            "payload",
+            format!("is more than {MAX_PAYLOAD_BYTES} bytes in canonical form, the limit"),
+        ));
+    }
     out.push_str(&plain);
     Ok(())
 }
@@ -351,6 +359,10 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.field, "payload");
+        // Many huge exponents: refused while the canonical text grows, not after.
+        let many = format!("{{\"n\": [{}]}}", vec!["1e100000"; 1000].join(","));
+        let err = payload_digest(&action(), 1, &serde_json::from_str(&many).unwrap()).unwrap_err();
+        assert!(err.reason.contains("canonical form"), "{err}");
     }
 
     #[test]

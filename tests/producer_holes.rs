@@ -193,6 +193,39 @@ async fn plain_insert_cannot_revive_a_pruned_operation(t: &TestDb) {
     assert_eq!(h.provider.effects_for_key(&first.idempotency_key).len(), 1);
 }
 
+/// A session's temporary table named like the tombstone table does not hide the
+/// tombstone from the trigger (its search_path is pinned, pg_temp last).
+#[tokio::test]
+async fn a_temporary_table_cannot_hide_a_tombstone() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    h.enqueue(refund("acme", "op-t", 5)).await;
+    h.dispatcher.drain().await.unwrap();
+    prune_all(&h).await;
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::query("CREATE TEMP TABLE outbox_tombstones (tenant text, operation_id text)")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let err = sqlx::query(
+        "INSERT INTO outbox_intents (tenant, operation_id, action, payload) \
+         VALUES ('acme', 'op-t', 'issue_refund', '{}')",
+    )
+    .execute(&mut *conn)
+    .await
+    .expect_err("the real tombstone still answers");
+    assert!(err.to_string().contains("already recorded"), "{err}");
+    sqlx::query("DROP TABLE pg_temp.outbox_tombstones")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+}
+
 /// (b) An INSERT that races the prune of the same operation waits on the unique index while
 /// the prune is held open, and is refused once the prune commits (its check runs after
 /// the wait, on a new snapshot). Driven deterministically: the prune is a transaction this

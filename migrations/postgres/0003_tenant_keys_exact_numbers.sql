@@ -23,7 +23,7 @@ ALTER TABLE outbox_intents ADD COLUMN requested_idempotency_key TEXT;
 -- tenant NUL key)). `key` is the producer's key or the default key. Rust's
 -- `outboxd::intent::wire_idempotency_key` computes the same (tests/digest_vectors.rs pins both).
 CREATE FUNCTION outbox_wire_idempotency_key(p_tenant text, p_key text)
-RETURNS text LANGUAGE plpgsql STABLE STRICT SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+RETURNS text LANGUAGE plpgsql STABLE STRICT SECURITY DEFINER AS $fn$
 DECLARE
     secret bytea;
     inner_pad bytea;
@@ -130,7 +130,7 @@ $fn$;
 -- one (a key written by hand is namespaced like any other: no INSERT can put another
 -- tenant's key on the wire).
 CREATE OR REPLACE FUNCTION outbox_intents_fill_defaults() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER AS $fn$
 BEGIN
     PERFORM outbox_check_intent_fields(NEW.tenant, NEW.operation_id, NEW.action,
         NEW.idempotency_key, NEW.ordering_key, NEW.payload_version);
@@ -149,7 +149,7 @@ CREATE TRIGGER outbox_intents_fill_defaults BEFORE INSERT ON outbox_intents
 -- same operation): a tombstone committed by then refuses the INSERT. The query takes a new
 -- snapshot (READ COMMITTED), so it sees a prune that committed while the INSERT waited.
 CREATE FUNCTION outbox_intents_refuse_pruned() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER AS $fn$
 BEGIN
     IF EXISTS (SELECT 1 FROM outbox_tombstones t
                WHERE t.tenant = NEW.tenant AND t.operation_id = NEW.operation_id) THEN
@@ -255,3 +255,16 @@ UPDATE outbox_intents
            outbox_default_idempotency_key(tenant, operation_id, action)),
        idempotency_key = outbox_wire_idempotency_key(tenant, idempotency_key)
  WHERE state = 'pending' AND attempt_count = 0 AND first_sent_at IS NULL;
+
+-- The SECURITY DEFINER functions look objects up in this schema only, with pg_temp last, so
+-- a session's temporary table cannot stand in for outbox_tombstones or outboxd_installation.
+DO $do$
+BEGIN
+    EXECUTE format('ALTER FUNCTION outbox_wire_idempotency_key(text, text) SET search_path = %I, pg_temp',
+                   current_schema());
+    EXECUTE format('ALTER FUNCTION outbox_intents_fill_defaults() SET search_path = %I, pg_temp',
+                   current_schema());
+    EXECUTE format('ALTER FUNCTION outbox_intents_refuse_pruned() SET search_path = %I, pg_temp',
+                   current_schema());
+END
+$do$;
