@@ -45,6 +45,15 @@ pub struct ProviderConfig {
     /// Sign each request (Standard Webhooks style) with a `whsec_...` secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing: Option<SigningConfig>,
+    /// Requests in flight to this provider at once (its concurrency limit; bounds the load
+    /// outboxd puts on it). Intents of a saturated provider are not claimed.
+    pub max_in_flight: usize,
+    /// Consecutive failures (not sent, timeouts, resets, 5xx) that open the circuit
+    /// breaker; while open nothing is claimed for this provider. 0 turns it off.
+    pub breaker_failures: u32,
+    /// How long an open breaker waits before one trial request.
+    #[serde(with = "super::duration")]
+    pub breaker_cooldown: Duration,
 }
 
 impl Default for ProviderConfig {
@@ -60,6 +69,9 @@ impl Default for ProviderConfig {
             status_overrides: BTreeMap::new(),
             headers: BTreeMap::new(),
             signing: None,
+            max_in_flight: 64,
+            breaker_failures: 5,
+            breaker_cooldown: Duration::from_secs(30),
         }
     }
 }

@@ -53,6 +53,9 @@ fn provider_settings(name: &str, p: &ProviderConfig) -> Result<ProviderSettings,
     s.idempotency_header = p.idempotency_header.clone();
     s.max_response_bytes = usize::try_from(p.max_response_bytes).unwrap_or(usize::MAX);
     s.allow_private_addresses = p.allow_private_addresses;
+    s.limits.max_in_flight = p.max_in_flight;
+    s.limits.breaker_failures = p.breaker_failures;
+    s.limits.breaker_cooldown = p.breaker_cooldown;
     s.headers = p
         .resolved_headers()
         .map(|(n, v)| (n.to_owned(), v.expose().to_owned()))

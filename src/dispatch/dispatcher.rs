@@ -83,7 +83,7 @@ impl StepReport {
 }
 
 /// Either an outcome to record or a claim to hand back.
-enum Finished {
+pub(super) enum Finished {
     Outcome(OutcomeRecord),
     Release(Release),
 }
@@ -97,6 +97,8 @@ pub struct Dispatcher {
     pub(super) unconfigured_logged: Mutex<BTreeSet<String>>,
     pub(super) metrics: Option<Arc<Metrics>>,
     cursor: std::sync::Mutex<ClaimCursor>,
+    /// The pipeline's provider bulkheads while [`Dispatcher::run`] runs (for status).
+    pub(super) provider_states: std::sync::Mutex<Option<super::pipeline::Lanes>>,
 }
 
 /// Where the next claim starts (see [`OutboxStore::claim_due_after`]): after the last
@@ -130,6 +132,7 @@ impl Dispatcher {
                 position: None,
                 last_full_scan: std::time::Instant::now(),
             }),
+            provider_states: std::sync::Mutex::new(None),
         }
     }
 
@@ -216,7 +219,7 @@ impl Dispatcher {
         }
     }
 
-    fn after_expiry(&self, intent: &ClaimedIntent) -> Finished {
+    pub(super) fn after_expiry(&self, intent: &ClaimedIntent) -> Finished {
         match self.actions.get(&intent.action) {
             Some(action) => Finished::Outcome(attempt::after_lease_expiry(action, intent)),
             // No configuration left for the action: nobody may judge it safe to resend.
@@ -236,7 +239,7 @@ impl Dispatcher {
         }
     }
 
-    async fn deliver_or_release(&self, intent: ClaimedIntent) -> Finished {
+    pub(super) async fn deliver_or_release(&self, intent: ClaimedIntent) -> Finished {
         let action = self.actions.get(&intent.action);
         match action {
             Some(action) if !self.stopping.load(Ordering::SeqCst) => {
@@ -256,7 +259,7 @@ impl Dispatcher {
 
     /// Writes outcomes and releases, retrying database errors while the lease still
     /// covers them: an outcome is only lost to lease expiry, which is handled as ambiguous.
-    async fn record(
+    pub(super) async fn record(
         &self,
         finished: Vec<Finished>,
         report: &mut StepReport,

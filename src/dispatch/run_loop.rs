@@ -26,7 +26,7 @@ impl Dispatcher {
 
     /// The daemon loop: steps until `shutdown` turns true, then drains in-flight attempts
     /// within the grace period.
-    pub async fn run(self: Arc<Self>, wakeup: Wakeup, shutdown: watch::Receiver<bool>) {
+    pub async fn run_lanes(self: Arc<Self>, wakeup: Wakeup, shutdown: watch::Receiver<bool>) {
         let signal = Arc::new(Notify::new());
         let forwarder = tokio::spawn(forward_wakeups(
             wakeup,
@@ -107,7 +107,7 @@ impl Dispatcher {
         }
     }
 
-    async fn log_unconfigured_once(&self) {
+    pub(super) async fn log_unconfigured_once(&self) {
         let configured = self.actions.names();
         let Ok(waiting) = self.store.pending_unconfigured_actions(&configured).await else {
             return;
@@ -121,7 +121,7 @@ impl Dispatcher {
         }
     }
 
-    async fn idle_wait(&self) -> Duration {
+    pub(super) async fn idle_wait(&self) -> Duration {
         let poll = self.settings.poll_interval;
         match self.store.next_due_at(&self.actions.names()).await {
             // Due in the future: wake up for it. Due already but not claimed (an ordering

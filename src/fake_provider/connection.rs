@@ -3,6 +3,7 @@
 //! [`Fault`] exactly (silent close, RST, late answer, wrong status, huge or endless body,
 //! redirect). Keep-alive until the client or a fault closes the connection.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +41,8 @@ pub(crate) async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>)
             Ok(None) => return,
             Err(err) => return refuse(&mut stream, &mut writer, &err).await,
         };
+        let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.max_in_flight.fetch_max(now, Ordering::SeqCst);
         let latency = shared.latency();
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
@@ -48,6 +51,7 @@ pub(crate) async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>)
         let key = shared.key_of(&request);
         let close = !request.keep_alive();
         let next = respond(&mut stream, &mut writer, reply, key, fault, close).await;
+        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
         reader.recycle(request);
         match next {
             Ok(Next::KeepAlive) => {}

@@ -136,6 +136,11 @@ impl FakeProvider {
         self.inner.refusing.load(Ordering::SeqCst)
     }
 
+    /// The most requests this provider ever handled at once (a bulkhead test reads it).
+    pub fn max_concurrent_requests(&self) -> usize {
+        self.inner.shared.max_in_flight.load(Ordering::SeqCst)
+    }
+
     /// Delays every request by `latency` after it is read and before it is processed
     /// (`Duration::ZERO` turns it off).
     pub fn set_latency(&self, latency: Duration) {

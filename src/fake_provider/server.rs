@@ -46,6 +46,10 @@ pub(crate) struct Shared {
     /// Woken after every processed request.
     pub(crate) notify: Notify,
     latency_nanos: AtomicU64,
+    /// Requests being handled now (read, waiting out the latency, answering).
+    pub(crate) in_flight: std::sync::atomic::AtomicUsize,
+    /// The most requests ever handled at once.
+    pub(crate) max_in_flight: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -64,6 +68,8 @@ impl Shared {
             state: Mutex::new(State::default()),
             notify: Notify::new(),
             latency_nanos: AtomicU64::new(0),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            max_in_flight: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 

@@ -48,6 +48,7 @@ pub struct ProviderClient {
     allow_private_addresses: bool,
     status_overrides: BTreeMap<u16, AttemptClass>,
     request_timeout: std::time::Duration,
+    limits: crate::dispatch::ProviderLimits,
 }
 
 impl std::fmt::Debug for ProviderClient {
@@ -98,12 +99,18 @@ impl ProviderClient {
             max_response_bytes: settings.max_response_bytes,
             allow_private_addresses: settings.allow_private_addresses,
             status_overrides: settings.status_overrides.clone(),
+            limits: settings.limits,
         })
     }
 
     /// The longest a request may take, connection included.
     pub fn request_timeout(&self) -> std::time::Duration {
         self.request_timeout
+    }
+
+    /// The provider's bulkhead settings.
+    pub fn limits(&self) -> crate::dispatch::ProviderLimits {
+        self.limits
     }
 
     /// The provider's configured name.

@@ -36,6 +36,8 @@ pub struct ProviderSettings {
     pub allow_private_addresses: bool,
     /// Status → class overrides for [`crate::provider::classify()`].
     pub status_overrides: BTreeMap<u16, AttemptClass>,
+    /// The provider's bulkhead: in-flight cap, breaker, longest `Retry-After` pause.
+    pub limits: crate::dispatch::ProviderLimits,
 }
 
 impl ProviderSettings {
@@ -53,6 +55,7 @@ impl ProviderSettings {
             signing_secret: None,
             allow_private_addresses: false,
             status_overrides: BTreeMap::new(),
+            limits: crate::dispatch::ProviderLimits::default(),
         }
     }
 }

@@ -1,0 +1,318 @@
+//! Per-provider bulkheads: how many more requests a provider may be sent right now.
+//!
+//! Each provider has a [`ProviderGate`]: at most `max_in_flight` requests at once; a
+//! provider-wide pause after a 429 or 503 that carried `Retry-After` (the provider said
+//! "not now", so no other intent spends an attempt on it either); and a circuit breaker
+//! that opens after `breaker_failures` consecutive failures (not sent, timeouts, resets,
+//! 5xx), stays open for `breaker_cooldown`, then lets one trial request through (half
+//! open): its success closes the breaker, its failure opens it again. The pipeline claims
+//! only as many intents of a provider as [`ProviderGate::available`] allows, so a paused,
+//! broken or saturated provider never holds a slot another provider could use, and no
+//! intent spends an attempt on a provider known to be down.
+//!
+//! Pure state machines with the time passed in; no I/O, no clock of their own.
+
+use std::time::{Duration, Instant};
+
+use crate::action::AttemptClass;
+use crate::store::{OutcomeRecord, Transition};
+
+/// The bulkhead settings of one provider (`[providers.NAME]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderLimits {
+    /// Requests in flight to this provider at once.
+    pub max_in_flight: usize,
+    /// Consecutive failures that open the breaker (0: no breaker).
+    pub breaker_failures: u32,
+    /// How long an open breaker stays open before one trial request.
+    pub breaker_cooldown: Duration,
+    /// The longest provider-wide pause a `Retry-After` may impose.
+    pub max_pause: Duration,
+}
+
+impl Default for ProviderLimits {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 64,
+            breaker_failures: 5,
+            breaker_cooldown: Duration::from_secs(30),
+            max_pause: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What one finished request says about its provider's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderSignal {
+    /// The provider answered (2xx, or a definite 4xx refusal): it is up.
+    Answered,
+    /// It could not be reached, timed out, reset, or failed with a 5xx.
+    Failed,
+    /// It asked everyone to wait (429/503 with `Retry-After`) this long.
+    PauseFor(Duration),
+    /// Nothing was sent (a claim handed back, a deadline passed): says nothing.
+    Silent,
+}
+
+impl ProviderSignal {
+    /// Reads the signal from a recorded outcome (`now` is when it was decided).
+    pub fn of(outcome: &OutcomeRecord) -> ProviderSignal {
+        let Some(attempt) = &outcome.attempt else {
+            return ProviderSignal::Silent;
+        };
+        if attempt.duration.is_zero() && attempt.http_status.is_none() {
+            // Decided without a request (unsafe to resend, deadline passed).
+            if attempt.class == AttemptClass::NotSent {
+                return ProviderSignal::Silent;
+            }
+        }
+        match (attempt.class, attempt.http_status) {
+            (AttemptClass::Retryable, Some(429 | 503)) => match &outcome.transition {
+                Transition::RetryAt { at } => {
+                    ProviderSignal::PauseFor((*at - outcome.now).to_std().unwrap_or(Duration::ZERO))
+                }
+                _ => ProviderSignal::Failed,
+            },
+            (AttemptClass::Delivered | AttemptClass::Rejected | AttemptClass::Retryable, _) => {
+                ProviderSignal::Answered
+            }
+            (AttemptClass::NotSent | AttemptClass::Ambiguous, _) => ProviderSignal::Failed,
+        }
+    }
+}
+
+/// The breaker's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Breaker {
+    /// Requests flow; this many failures in a row so far.
+    Closed {
+        /// Consecutive failures.
+        failures: u32,
+    },
+    /// Nothing is sent until `until`.
+    Open {
+        /// When one trial request may go.
+        until: Instant,
+    },
+    /// One trial request may go (or is in flight).
+    HalfOpen {
+        /// Whether the trial request is in flight.
+        trial_in_flight: bool,
+    },
+}
+
+impl Breaker {
+    /// `closed`, `open` or `half_open`, for metrics and status.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Breaker::Closed { .. } => "closed",
+            Breaker::Open { .. } => "open",
+            Breaker::HalfOpen { .. } => "half_open",
+        }
+    }
+}
+
+/// One provider's live bulkhead state.
+#[derive(Debug, Clone)]
+pub struct ProviderGate {
+    limits: ProviderLimits,
+    in_flight: usize,
+    paused_until: Option<Instant>,
+    breaker: Breaker,
+}
+
+impl ProviderGate {
+    /// A closed, idle gate.
+    pub fn new(limits: ProviderLimits) -> Self {
+        Self {
+            limits,
+            in_flight: 0,
+            paused_until: None,
+            breaker: Breaker::Closed { failures: 0 },
+        }
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Until when the provider is paused by a `Retry-After`, if it is.
+    pub fn paused_until(&self, now: Instant) -> Option<Instant> {
+        self.paused_until.filter(|until| *until > now)
+    }
+
+    /// The breaker's state (an open breaker whose cool-down is over reads as half open).
+    pub fn breaker(&mut self, now: Instant) -> Breaker {
+        if let Breaker::Open { until } = self.breaker {
+            if now >= until {
+                self.breaker = Breaker::HalfOpen {
+                    trial_in_flight: false,
+                };
+            }
+        }
+        self.breaker
+    }
+
+    /// How many more requests may be started now.
+    pub fn available(&mut self, now: Instant) -> usize {
+        if self.paused_until(now).is_some() {
+            return 0;
+        }
+        let room = self.limits.max_in_flight.saturating_sub(self.in_flight);
+        match self.breaker(now) {
+            Breaker::Closed { .. } => room,
+            Breaker::Open { .. } => 0,
+            Breaker::HalfOpen { trial_in_flight } => usize::from(!trial_in_flight).min(room),
+        }
+    }
+
+    /// When the gate may next open by itself (pause or cool-down over), if it is shut.
+    pub fn reopens_at(&self, now: Instant) -> Option<Instant> {
+        let pause = self.paused_until(now);
+        let cooldown = match self.breaker {
+            Breaker::Open { until } if until > now => Some(until),
+            _ => None,
+        };
+        pause.max(cooldown)
+    }
+
+    /// `n` requests were claimed and are about to be sent.
+    pub fn start(&mut self, n: usize, now: Instant) {
+        self.in_flight += n;
+        if n > 0 {
+            if let Breaker::HalfOpen { .. } = self.breaker(now) {
+                self.breaker = Breaker::HalfOpen {
+                    trial_in_flight: true,
+                };
+            }
+        }
+    }
+
+    /// A request finished with `signal`.
+    pub fn finish(&mut self, signal: ProviderSignal, now: Instant) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        match signal {
+            ProviderSignal::Silent => {
+                if let Breaker::HalfOpen { .. } = self.breaker {
+                    // The trial never went out: let another one try.
+                    self.breaker = Breaker::HalfOpen {
+                        trial_in_flight: false,
+                    };
+                }
+            }
+            ProviderSignal::Answered => self.breaker = Breaker::Closed { failures: 0 },
+            ProviderSignal::PauseFor(wait) => {
+                let until = now + wait.min(self.limits.max_pause);
+                self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
+                self.breaker = Breaker::Closed { failures: 0 };
+            }
+            ProviderSignal::Failed => self.fail(now),
+        }
+    }
+
+    fn fail(&mut self, now: Instant) {
+        if self.limits.breaker_failures == 0 {
+            return;
+        }
+        let open = Breaker::Open {
+            until: now + self.limits.breaker_cooldown,
+        };
+        self.breaker = match self.breaker(now) {
+            Breaker::Closed { failures } if failures + 1 >= self.limits.breaker_failures => {
+                tracing::warn!(cooldown = ?self.limits.breaker_cooldown, "provider failing; circuit breaker opened");
+                open
+            }
+            Breaker::Closed { failures } => Breaker::Closed {
+                failures: failures + 1,
+            },
+            Breaker::HalfOpen { .. } | Breaker::Open { .. } => open,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> ProviderLimits {
+        ProviderLimits {
+            max_in_flight: 3,
+            breaker_failures: 2,
+            breaker_cooldown: Duration::from_secs(10),
+            max_pause: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn in_flight_is_bounded() {
+        let now = Instant::now();
+        let mut g = ProviderGate::new(limits());
+        assert_eq!(g.available(now), 3);
+        g.start(3, now);
+        assert_eq!(g.available(now), 0);
+        g.finish(ProviderSignal::Answered, now);
+        assert_eq!(g.available(now), 1);
+    }
+
+    #[test]
+    fn retry_after_pauses_the_whole_provider_clamped() {
+        let now = Instant::now();
+        let mut g = ProviderGate::new(limits());
+        g.start(1, now);
+        g.finish(ProviderSignal::PauseFor(Duration::from_secs(3600)), now);
+        assert_eq!(g.available(now), 0);
+        assert_eq!(g.reopens_at(now), Some(now + Duration::from_secs(60)));
+        assert_eq!(g.available(now + Duration::from_secs(61)), 3);
+    }
+
+    #[test]
+    fn breaker_opens_half_opens_and_closes() {
+        let now = Instant::now();
+        let mut g = ProviderGate::new(limits());
+        g.start(2, now);
+        g.finish(ProviderSignal::Failed, now);
+        assert_eq!(g.breaker(now), Breaker::Closed { failures: 1 });
+        g.finish(ProviderSignal::Failed, now);
+        assert!(matches!(g.breaker(now), Breaker::Open { .. }));
+        assert_eq!(g.available(now), 0, "open: nothing is claimed");
+        let later = now + Duration::from_secs(10);
+        assert_eq!(g.available(later), 1, "half open: one trial");
+        g.start(1, later);
+        assert_eq!(g.available(later), 0, "only one trial at a time");
+        g.finish(ProviderSignal::Failed, later);
+        assert!(
+            matches!(g.breaker(later), Breaker::Open { .. }),
+            "a failed trial reopens"
+        );
+        let again = later + Duration::from_secs(10);
+        g.start(1, again);
+        g.finish(ProviderSignal::Answered, again);
+        assert_eq!(g.breaker(again), Breaker::Closed { failures: 0 });
+        assert_eq!(g.available(again), 3);
+    }
+
+    #[test]
+    fn an_answer_resets_the_failure_count() {
+        let now = Instant::now();
+        let mut g = ProviderGate::new(limits());
+        g.start(3, now);
+        g.finish(ProviderSignal::Failed, now);
+        g.finish(ProviderSignal::Answered, now);
+        g.finish(ProviderSignal::Failed, now);
+        assert_eq!(g.breaker(now), Breaker::Closed { failures: 1 });
+    }
+
+    #[test]
+    fn a_silent_trial_lets_another_try() {
+        let now = Instant::now();
+        let mut g = ProviderGate::new(limits());
+        g.start(2, now);
+        g.finish(ProviderSignal::Failed, now);
+        g.finish(ProviderSignal::Failed, now);
+        let later = now + Duration::from_secs(11);
+        g.start(1, later);
+        g.finish(ProviderSignal::Silent, later);
+        assert_eq!(g.available(later), 1);
+    }
+}

@@ -1,0 +1,330 @@
+//! The daemon's delivery engine: a pipeline, not batches.
+//!
+//! * **Slots are refilled as requests finish.** Up to `concurrency` requests are in flight;
+//!   whenever one ends, the claimer claims again for the free slots. Nothing waits for the
+//!   slowest request of a batch.
+//! * **Each provider has a bulkhead** ([`super::capacity`]): the claimer asks, per provider,
+//!   only for as many intents as that provider may take now (its `max_in_flight`, minus a
+//!   `Retry-After` pause or an open circuit breaker), so a slow, paused or failing provider
+//!   never holds a slot another provider could use, and no intent spends an attempt on a
+//!   provider known to be down.
+//! * **Outcomes are group-committed**: each finished request goes to one writer, which
+//!   commits whatever has finished within [`GROUP_COMMIT_WINDOW`] (or `batch_size`
+//!   outcomes, whichever first), so a received answer is durable within milliseconds.
+//!
+//! Every rule of the step holds: the claim commits before any request is sent, outcomes are
+//! fenced by the claim's token, expired leases are taken over as ambiguous attempts, and on
+//! shutdown claiming stops, in-flight requests get the grace period, and claims never sent
+//! are handed back. [`Dispatcher::run_once`] (one step) stays the testable unit; this loop
+//! only schedules it around slots.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use tokio::task::JoinSet;
+
+use super::capacity::{ProviderGate, ProviderSignal};
+use super::dispatcher::{Dispatcher, Finished, StepReport};
+use super::wakeup::Wakeup;
+use crate::store::ClaimRequest;
+
+/// How long the outcome writer waits for more outcomes after the first before committing.
+pub const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(2);
+
+/// One provider's actions and live gate.
+pub(super) struct ProviderLane {
+    actions: Vec<String>,
+    gate: ProviderGate,
+}
+
+/// Every provider's lane, by provider name.
+pub(super) type Lanes = Arc<Mutex<BTreeMap<String, ProviderLane>>>;
+
+/// A read-only view of one provider's bulkhead, for status and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderState {
+    /// Provider name.
+    pub provider: String,
+    /// Requests in flight now.
+    pub in_flight: usize,
+    /// `closed`, `open` or `half_open`.
+    pub breaker: &'static str,
+    /// Whether a `Retry-After` pause is in force.
+    pub paused: bool,
+}
+
+impl Dispatcher {
+    fn provider_lanes(&self) -> Lanes {
+        let mut lanes: BTreeMap<String, ProviderLane> = BTreeMap::new();
+        for name in self.actions.names() {
+            let Some(action) = self.actions.get(&name) else {
+                continue;
+            };
+            lanes
+                .entry(action.client.name().to_owned())
+                .or_insert_with(|| ProviderLane {
+                    actions: Vec::new(),
+                    gate: ProviderGate::new(action.client.limits()),
+                })
+                .actions
+                .push(name);
+        }
+        Arc::new(Mutex::new(lanes))
+    }
+
+    /// The daemon loop (see the module doc): runs until `shutdown` turns true, then lets
+    /// in-flight requests finish within the grace period.
+    pub async fn run(self: Arc<Self>, wakeup: Wakeup, shutdown: watch::Receiver<bool>) {
+        let lanes = self.provider_lanes();
+        *self
+            .provider_states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(lanes.clone());
+        let (outcomes, writer_rx) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(self.clone().write_outcomes(writer_rx));
+        let slots = Arc::new(Semaphore::new(self.settings.concurrency.max(1)));
+        let finished = Arc::new(Notify::new());
+        let mut requests = JoinSet::new();
+        self.claim_loop(
+            wakeup,
+            shutdown,
+            &lanes,
+            &slots,
+            &finished,
+            &outcomes,
+            &mut requests,
+        )
+        .await;
+        self.stopping.store(true, Ordering::SeqCst);
+        let drained = tokio::time::timeout(self.settings.shutdown_grace, async {
+            while requests.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(in_flight = requests.len(), "shutdown grace expired with attempts in flight; their leases will expire and they will be treated as ambiguous");
+            requests.abort_all();
+        }
+        drop(outcomes);
+        let _ = writer.await;
+        tracing::info!("dispatcher stopped");
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn claim_loop(
+        self: &Arc<Self>,
+        mut wakeup: Wakeup,
+        mut shutdown: watch::Receiver<bool>,
+        lanes: &Lanes,
+        slots: &Arc<Semaphore>,
+        finished: &Arc<Notify>,
+        outcomes: &mpsc::UnboundedSender<Finished>,
+        requests: &mut JoinSet<()>,
+    ) {
+        let mut failures = 0u32;
+        let long_ago = Instant::now() - Duration::from_secs(3600);
+        let (mut last_reclaim, mut last_unconfigured_check) = (long_ago, long_ago);
+        while !*shutdown.borrow() {
+            while requests.try_join_next().is_some() {}
+            if last_unconfigured_check.elapsed() > Duration::from_secs(60) {
+                self.log_unconfigured_once().await;
+                last_unconfigured_check = Instant::now();
+            }
+            if last_reclaim.elapsed() >= self.settings.reclaim_every {
+                last_reclaim = Instant::now();
+                if let Err(e) = self.take_over_expired(outcomes).await {
+                    tracing::warn!(error = %e, "taking over expired leases failed; will retry");
+                }
+            }
+            let wait = match self
+                .claim_round(lanes, slots, finished, outcomes, requests)
+                .await
+            {
+                Ok(ClaimRound::Full) => {
+                    failures = 0;
+                    continue;
+                }
+                Ok(ClaimRound::NoSlots) => None,
+                Ok(ClaimRound::Idle { reopens_at }) => {
+                    failures = 0;
+                    let idle = self.idle_wait().await.min(self.settings.reclaim_every);
+                    Some(reopens_at.map_or(idle, |at| {
+                        idle.min(at.saturating_duration_since(Instant::now()))
+                    }))
+                }
+                Err(e) => {
+                    failures += 1;
+                    let backoff = Duration::from_millis(100 * 2u64.pow(failures.min(6)));
+                    tracing::warn!(error = %e, retry_in = ?backoff, "claiming failed (database unreachable?); will retry");
+                    Some(backoff)
+                }
+            };
+            // Free slots: wait for a wake-up, a due time or a finished request. No slot:
+            // wait for a finished request only.
+            let sleep = wait.unwrap_or(Duration::from_secs(3600));
+            tokio::select! {
+                woken = wakeup.wait(sleep), if wait.is_some() => { let _ = woken; }
+                _ = finished.notified() => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+
+    async fn take_over_expired(
+        &self,
+        outcomes: &mpsc::UnboundedSender<Finished>,
+    ) -> Result<(), crate::store::StoreError> {
+        let expired = self.store.reclaim_expired(&self.request()).await?;
+        if let Some(m) = &self.metrics {
+            m.observe_lease_expiries(expired.len());
+        }
+        for intent in &expired {
+            let _ = outcomes.send(self.after_expiry(intent));
+        }
+        Ok(())
+    }
+
+    /// Claims, per provider, as many intents as the provider and the free slots allow, and
+    /// starts each request on its own.
+    async fn claim_round(
+        self: &Arc<Self>,
+        lanes: &Lanes,
+        slots: &Arc<Semaphore>,
+        finished: &Arc<Notify>,
+        outcomes: &mpsc::UnboundedSender<Finished>,
+        requests: &mut JoinSet<()>,
+    ) -> Result<ClaimRound, crate::store::StoreError> {
+        let batch = usize::try_from(self.settings.batch_size.max(1)).unwrap_or(1);
+        let (mut full, mut reopens_at) = (false, None::<Instant>);
+        let providers: Vec<String> = lock(lanes).keys().cloned().collect();
+        for provider in providers {
+            let free = slots.available_permits();
+            if free == 0 {
+                return Ok(ClaimRound::NoSlots);
+            }
+            let (limit, actions) = {
+                let mut lanes = lock(lanes);
+                let lane = lanes.get_mut(&provider).expect("lanes are fixed at start");
+                let now = Instant::now();
+                let available = lane.gate.available(now);
+                if available == 0 {
+                    reopens_at = match (reopens_at, lane.gate.reopens_at(now)) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    continue;
+                }
+                (available.min(free).min(batch), lane.actions.clone())
+            };
+            let request = ClaimRequest {
+                limit: u32::try_from(limit).unwrap_or(u32::MAX),
+                actions,
+                ..self.request()
+            };
+            let claimed = self.store.claim_due(&request).await?;
+            if let Some(m) = &self.metrics {
+                m.observe_claim(claimed.len());
+            }
+            full |= claimed.len() == limit;
+            if !claimed.is_empty() {
+                lock(lanes)
+                    .get_mut(&provider)
+                    .expect("lanes are fixed at start")
+                    .gate
+                    .start(claimed.len(), Instant::now());
+            }
+            for intent in claimed {
+                let permit = slots.clone().try_acquire_owned().expect("one claimer");
+                let (this, lanes, finished, outcomes) = (
+                    self.clone(),
+                    lanes.clone(),
+                    finished.clone(),
+                    outcomes.clone(),
+                );
+                let provider = provider.clone();
+                requests.spawn(async move {
+                    let done = this.deliver_or_release(intent).await;
+                    let signal = match &done {
+                        Finished::Outcome(outcome) => ProviderSignal::of(outcome),
+                        Finished::Release(_) => ProviderSignal::Silent,
+                    };
+                    if let Some(lane) = lock(&lanes).get_mut(&provider) {
+                        lane.gate.finish(signal, Instant::now());
+                    }
+                    let _ = outcomes.send(done);
+                    drop(permit);
+                    finished.notify_one();
+                });
+            }
+        }
+        Ok(if full {
+            ClaimRound::Full
+        } else {
+            ClaimRound::Idle { reopens_at }
+        })
+    }
+
+    /// The one outcome writer: commits what has finished, in groups.
+    async fn write_outcomes(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Finished>) {
+        let max = usize::try_from(self.settings.batch_size.max(1)).unwrap_or(1);
+        while let Some(first) = rx.recv().await {
+            let mut group = vec![first];
+            let window = tokio::time::sleep(GROUP_COMMIT_WINDOW);
+            tokio::pin!(window);
+            while group.len() < max {
+                tokio::select! {
+                    next = rx.recv() => match next {
+                        Some(next) => group.push(next),
+                        None => break,
+                    },
+                    _ = &mut window => break,
+                }
+            }
+            let mut report = StepReport::default();
+            if let Err(e) = self.record(group, &mut report).await {
+                tracing::error!(error = %e, "recording outcomes failed past the lease; those intents will be taken over as ambiguous");
+            }
+        }
+    }
+
+    /// Each provider's bulkhead now (empty before [`Dispatcher::run`] starts).
+    pub fn provider_states(&self) -> Vec<ProviderState> {
+        let lanes = self
+            .provider_states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(lanes) = lanes else {
+            return Vec::new();
+        };
+        let now = Instant::now();
+        let mut guard = lock(&lanes);
+        let states = guard
+            .iter_mut()
+            .map(|(name, lane)| ProviderState {
+                provider: name.clone(),
+                in_flight: lane.gate.in_flight(),
+                breaker: lane.gate.breaker(now).as_str(),
+                paused: lane.gate.paused_until(now).is_some(),
+            })
+            .collect();
+        drop(guard);
+        states
+    }
+}
+
+/// What one claim round found.
+enum ClaimRound {
+    /// Some provider's claim came back full: claim again at once.
+    Full,
+    /// Every slot is taken.
+    NoSlots,
+    /// Nothing more to claim now; a shut provider reopens at this instant, if any.
+    Idle { reopens_at: Option<Instant> },
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
