@@ -167,6 +167,12 @@ impl Dispatcher {
         self.step(true).await
     }
 
+    /// One step without the takeover of expired leases: claim a batch, deliver it, record
+    /// the outcomes (what the daemon loop does between its periodic takeovers).
+    pub async fn claim_and_deliver(&self) -> Result<StepReport, StoreError> {
+        self.step(false).await
+    }
+
     /// One step, taking over expired leases first only when `reclaim` is set (the daemon
     /// loop does that every `reclaim_every`, not on every step).
     pub(super) async fn step(&self, reclaim: bool) -> Result<StepReport, StoreError> {
