@@ -79,7 +79,10 @@ async fn deadline_passed_after_ambiguous_attempt_goes_to_reconciliation(t: &Test
     // The outage outlasts the intent's deadline.
     exec(
         &h.db,
-        &format!("UPDATE outbox_intents SET deadline_at = {}", (Utc::now() - Span::seconds(1)).timestamp_millis()),
+        &format!(
+            "UPDATE outbox_intents SET deadline_at = {}",
+            (Utc::now() - Span::seconds(1)).timestamp_millis()
+        ),
         "UPDATE outbox_intents SET deadline_at = now() - interval '1 second'",
     )
     .await;
@@ -99,7 +102,9 @@ async fn deadline_passed_after_ambiguous_attempt_goes_to_reconciliation(t: &Test
 /// The admin API shows the producer's deadline, in the list and in the detail.
 async fn admin_api_shows_the_deadline(t: &TestDb) {
     let h = Harness::new(t).await;
-    let deadline = (Utc::now() + Span::days(2)).format("%Y-%m-%dT%H:%M:%S").to_string();
+    let deadline = (Utc::now() + Span::days(2))
+        .format("%Y-%m-%dT%H:%M:%S")
+        .to_string();
     let intent = NewIntent::new("acme", "op-shown", REFUND, json!({"amount": 1}))
         .with_not_before(Utc::now() + Span::days(1))
         .with_deadline(format!("{deadline}Z").parse().unwrap());
@@ -111,7 +116,9 @@ async fn admin_api_shows_the_deadline(t: &TestDb) {
     let shown = detail["intent"]["deadline_at"].as_str().unwrap_or_default();
     assert!(shown.starts_with(&deadline), "{detail}");
     let (_, list) = api.get("/v1/intents").await;
-    let shown = list["intents"][0]["deadline_at"].as_str().unwrap_or_default();
+    let shown = list["intents"][0]["deadline_at"]
+        .as_str()
+        .unwrap_or_default();
     assert!(shown.starts_with(&deadline), "{list}");
 }
 

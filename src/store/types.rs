@@ -182,6 +182,9 @@ pub struct IntentRow {
     pub ambiguous_attempts: i32,
     /// Next attempt time (meaningful while pending).
     pub next_attempt_at: DateTime<Utc>,
+    /// The producer's absolute deadline, if any: no attempt starts at or after it (nor after
+    /// the action's retry deadline, counted from enqueue or from a person's redispatch).
+    pub deadline_at: Option<DateTime<Utc>>,
     /// Lease owner while in flight.
     pub lease_owner: Option<String>,
     /// Lease expiry while in flight.
