@@ -60,7 +60,10 @@ async fn claim_stalled_past_the_lease_margin_is_not_sent(t: &TestDb) {
     assert_eq!((step.claimed, step.released), (1, 1), "{step:?}");
     assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 0);
     let row = h.intent(r.intent_id).await;
-    assert_eq!((row.state, row.ambiguous_attempts), (IntentState::Pending, 0));
+    assert_eq!(
+        (row.state, row.ambiguous_attempts),
+        (IntentState::Pending, 0)
+    );
     let attempts = h.store.list_attempts(r.intent_id).await.unwrap();
     assert_eq!(attempts.len(), 1, "{attempts:?}");
     assert_eq!(attempts[0].class, Some(AttemptClass::NotSent));
@@ -107,8 +110,12 @@ async fn skewed_replica_clock_does_not_decide_leases(t: &TestDb) {
         at > now + chrono::Duration::seconds(25) && at <= now + chrono::Duration::seconds(31)
     };
     let expires = h.intent(first.intent_id).await.lease_expires_at.unwrap();
-    assert!(live(expires), "lease written as {expires}, now {}", Utc::now());
-    // PRE-FIX: assert_eq!(claimed[0].lease_expires_at, expires);
+    assert!(
+        live(expires),
+        "lease written as {expires}, now {}",
+        Utc::now()
+    );
+    assert_eq!(claimed[0].lease_expires_at, expires);
 
     let ahead = replica("ahead", lease, &h, skew);
     let taken = h.store.reclaim_expired(&ahead).await.unwrap();
@@ -119,7 +126,11 @@ async fn skewed_replica_clock_does_not_decide_leases(t: &TestDb) {
     let second = h.enqueue_simple("op-skew-2", REFUND).await;
     assert_eq!(h.store.claim_due(&ahead).await.unwrap().len(), 1);
     let expires = h.intent(second.intent_id).await.lease_expires_at.unwrap();
-    assert!(live(expires), "lease written as {expires}, now {}", Utc::now());
+    assert!(
+        live(expires),
+        "lease written as {expires}, now {}",
+        Utc::now()
+    );
 }
 
 both_backends!(

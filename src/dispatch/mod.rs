@@ -1,11 +1,13 @@
 //! The dispatcher: claim due intents with a lease (committed before any network call),
 //! deliver each with its idempotency key, classify, decide, and record the outcome fenced
 //! by the claim's token. [`retry`] holds the pure retry rules, [`attempt`] one delivery,
-//! [`dispatcher`] the step and the daemon loop, [`wakeup`] how an idle loop waits.
+//! [`lease`] whether a lease still covers a request, [`dispatcher`] the step and the
+//! daemon loop, [`wakeup`] how an idle loop waits.
 
 pub mod actions;
 pub mod attempt;
 pub mod dispatcher;
+pub mod lease;
 pub mod retry;
 pub mod run_loop;
 pub mod wakeup;
