@@ -6,7 +6,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use super::provider::{decode_signing_secret, ProviderConfig};
 use super::validate::{human, Report};
 use super::Config;
-use crate::dispatch::lease::SEND_MARGIN;
+use crate::dispatch::lease::{shortest_lease, SEND_MARGIN};
 use crate::intent::ActionName;
 
 /// Headers the HTTP client or outboxd itself sets; they cannot be configured.
@@ -155,9 +155,9 @@ fn check_signing(key: &str, provider: &ProviderConfig, report: &mut Report<'_>) 
 }
 
 /// A request is sent only while its lease covers the request timeout plus
-/// [`SEND_MARGIN`]; a shorter lease would never send anything.
+/// [`SEND_MARGIN`] ([`shortest_lease`]); a shorter lease would never send anything.
 fn check_lease(key: &str, provider: &ProviderConfig, config: &Config, report: &mut Report<'_>) {
-    let needed = provider.request_timeout.saturating_add(SEND_MARGIN);
+    let needed = shortest_lease(provider.request_timeout);
     let lease = config.dispatcher.lease;
     if lease < needed {
         report.error(

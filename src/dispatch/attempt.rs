@@ -230,8 +230,18 @@ fn not_sent_now(intent: &ClaimedIntent, transition: Transition) -> OutcomeRecord
         Transition::Failed { reason } | Transition::Unknown { reason } => reason.clone(),
         Transition::Delivered { .. } | Transition::RetryAt { .. } => String::new(),
     };
-    tracing::warn!(intent_id = intent.id, tenant = %intent.tenant, action = %intent.action,
-        %reason, state = %transition.state().as_str(), "not sent");
+    let span = info_span!("attempt", intent_id = intent.id, tenant = %intent.tenant,
+        action = %intent.action, attempt = intent.attempt_count, class = "not_sent");
+    span.in_scope(|| {
+        let classified = Classified {
+            class: AttemptClass::NotSent,
+            http_status: None,
+            provider_ref: None,
+            retry_after: None,
+            error: Some(reason.clone()),
+        };
+        log_outcome(&classified, &transition);
+    });
     let now = Utc::now();
     OutcomeRecord {
         intent_id: intent.id,
@@ -239,7 +249,7 @@ fn not_sent_now(intent: &ClaimedIntent, transition: Transition) -> OutcomeRecord
         attempt: Some(AttemptRecord {
             class: AttemptClass::NotSent,
             http_status: None,
-            error: Some(reason.clone()),
+            error: Some(reason),
             provider_ref: None,
             duration: std::time::Duration::ZERO,
             started_at: now,

@@ -17,8 +17,15 @@ use crate::store::ClaimedIntent;
 
 /// What must remain of a lease beyond the request timeout when a request is sent: time to
 /// record the outcome before another replica may take the intent over. Configuration
-/// requires `dispatcher.lease >= request_timeout + SEND_MARGIN` for every provider.
+/// requires `dispatcher.lease` of at least [`shortest_lease`] for every provider.
 pub const SEND_MARGIN: Duration = Duration::from_secs(1);
+
+/// The shortest lease under which a request with `request_timeout` can be sent at all
+/// (the request timeout covers the connection too). Configuration and the daemon refuse a
+/// shorter `dispatcher.lease`.
+pub fn shortest_lease(request_timeout: Duration) -> Duration {
+    request_timeout.saturating_add(SEND_MARGIN)
+}
 
 /// The local instant by which the lease of `intent` has expired at the latest, for a claim
 /// issued at the local instant `claim_started`.
@@ -34,7 +41,7 @@ pub fn local_expiry(claim_started: Instant, intent: &ClaimedIntent) -> Instant {
 /// `None`: the lease covers it.
 pub fn lease_too_short(expiry: Instant, now: Instant, request_timeout: Duration) -> Option<String> {
     let left = expiry.saturating_duration_since(now);
-    let needed = request_timeout.saturating_add(SEND_MARGIN);
+    let needed = shortest_lease(request_timeout);
     (left < needed).then(|| {
         format!(
             "released unsent: the lease had {} left, less than the request timeout ({}) plus \
