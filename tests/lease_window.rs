@@ -1,6 +1,7 @@
 //! Leases on both backends: a request is sent only while its lease still covers the request
-//! timeout with a margin, counted from before the claim waited for the database, and lease
-//! times come from the database's clock, never from a replica's.
+//! timeout with a margin, counted from before the claim waited for the database; lease
+//! times come from the database's clock, never from a replica's; and an outcome recorded
+//! after a takeover is fenced off.
 
 mod support;
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 use chrono::Utc;
 use outboxd::action::AttemptClass;
 use outboxd::dispatch::Dispatcher;
+use outboxd::fake_provider::{Fault, FaultRule, Matcher};
 use outboxd::intent::IntentState;
 use outboxd::store::{ClaimRequest, Database};
 use support::harness::{exec, test_settings, Harness, NOTIFY, REFUND};
@@ -133,7 +135,54 @@ async fn skewed_replica_clock_does_not_decide_leases(t: &TestDb) {
     );
 }
 
+/// Through the dispatcher's own record path: an outcome that arrives after its lease was
+/// taken over is not written. The takeover bumped the fencing token, so the late write is
+/// refused (counted as fenced) however long it was retried, and the new owner's decision
+/// stands; one effect in the end.
+async fn late_outcome_after_takeover_is_fenced(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let r = h.enqueue_simple("op-late-outcome", REFUND).await;
+    h.provider.push_fault(FaultRule {
+        matcher: Matcher::Key(r.idempotency_key.clone()),
+        fault: Fault::SleepAfterApply(Duration::from_millis(400)),
+        times: 1,
+    });
+    let stalled = h.second_dispatcher("stalled");
+    let taker = h.second_dispatcher("taker");
+    let (late, takeover) = tokio::join!(stalled.run_once(), async {
+        assert!(
+            h.provider
+                .wait_for_requests(1, Duration::from_secs(5))
+                .await
+        );
+        // The stalled dispatcher's lease lapses while its response is on the way.
+        h.expire_leases().await;
+        taker.run_once().await
+    });
+    let (late, takeover) = (late.unwrap(), takeover.unwrap());
+    assert_eq!((late.claimed, late.fenced), (1, 1), "{late:?}");
+    assert_eq!(takeover.reclaimed, 1, "{takeover:?}");
+    let attempts = h.store.list_attempts(r.intent_id).await.unwrap();
+    assert_eq!(
+        attempts[0].class,
+        Some(AttemptClass::Ambiguous),
+        "{attempts:?}"
+    );
+    assert!(
+        !attempts
+            .iter()
+            .any(|a| a.owner == "stalled" && a.class == Some(AttemptClass::Delivered)),
+        "the late outcome was written: {attempts:?}"
+    );
+    h.make_due().await;
+    taker.drain().await.unwrap();
+    assert_eq!(h.intent(r.intent_id).await.state, IntentState::Delivered);
+    assert_eq!(h.provider.effects_for_key(&r.idempotency_key).len(), 1);
+    assert_invariants(&h).await;
+}
+
 both_backends!(
     claim_stalled_past_the_lease_margin_is_not_sent,
     skewed_replica_clock_does_not_decide_leases,
+    late_outcome_after_takeover_is_fenced,
 );
