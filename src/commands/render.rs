@@ -22,6 +22,9 @@ pub fn intent_block(intent: &IntentRow, now: DateTime<Utc>) -> String {
         ("enqueued", time_ago(intent.created_at, now)),
         ("updated", time_ago(intent.updated_at, now)),
     ];
+    if let Some(at) = intent.deadline_at {
+        pairs.push(("deadline", deadline(at, now)));
+    }
     if let Some(key) = &intent.ordering_key {
         pairs.push(("ordering key", key.clone()));
     }
@@ -39,6 +42,15 @@ pub fn intent_block(intent: &IntentRow, now: DateTime<Utc>) -> String {
         pairs.push(("last error", format!("{status}{error}")));
     }
     format!("intent {}\n{}", intent.id, key_values(&pairs))
+}
+
+/// The producer's deadline with how far off it is: `… (in 5m)` or `… (passed 5m ago)`.
+fn deadline(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    if at > now {
+        format!("{} (in {})", time(at), super::table::age(now, at))
+    } else {
+        format!("{} (passed {} ago)", time(at), super::table::age(at, now))
+    }
 }
 
 fn attempt_counts(intent: &IntentRow) -> String {
@@ -157,6 +169,7 @@ pub fn intents_table(intents: &[IntentRow], now: DateTime<Utc>) -> String {
         "ACTION",
         "STATE",
         "ATTEMPTS",
+        "DEADLINE",
         "UPDATED",
         "REF / LAST ERROR",
     ]);
@@ -173,6 +186,7 @@ pub fn intents_table(intents: &[IntentRow], now: DateTime<Utc>) -> String {
             i.action.clone(),
             i.state.as_str().to_owned(),
             i.attempt_count.to_string(),
+            or_dash(i.deadline_at.map(time)),
             format!("{} ago", super::table::age(i.updated_at, now)),
             short(detail, CELL),
         ]);
@@ -203,4 +217,62 @@ pub fn audit_table(entries: &[AuditEntry]) -> String {
 /// Every line indented by two spaces.
 pub fn indent(text: &str) -> String {
     text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::intent::IntentState;
+
+    fn intent(deadline_at: Option<DateTime<Utc>>) -> IntentRow {
+        let at = Utc.with_ymd_and_hms(2030, 1, 1, 12, 0, 0).unwrap();
+        IntentRow {
+            id: 7,
+            tenant: "acme".into(),
+            operation_id: "op-1".into(),
+            action: "issue_refund".into(),
+            payload_version: 1,
+            payload: serde_json::json!({}),
+            payload_sha256: "00".into(),
+            idempotency_key: "key".into(),
+            ordering_key: None,
+            state: IntentState::Pending,
+            attempt_count: 0,
+            ambiguous_attempts: 0,
+            next_attempt_at: at,
+            deadline_at,
+            lease_owner: None,
+            lease_expires_at: None,
+            attempt_started_at: None,
+            fencing_token: 0,
+            provider_ref: None,
+            last_error: None,
+            last_http_status: None,
+            created_at: at,
+            updated_at: at,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn show_and_list_name_the_deadline() {
+        let now = Utc.with_ymd_and_hms(2030, 1, 1, 12, 0, 0).unwrap();
+        let deadline = now + chrono::Duration::minutes(5);
+        let block = intent_block(&intent(Some(deadline)), now);
+        assert!(
+            block.contains("deadline         2030-01-01 12:05:00Z (in 5m)"),
+            "{block}"
+        );
+        let passed = intent_block(
+            &intent(Some(deadline)),
+            deadline + chrono::Duration::minutes(1),
+        );
+        assert!(passed.contains("(passed 1m ago)"), "{passed}");
+        assert!(!intent_block(&intent(None), now).contains("deadline"));
+        let table = intents_table(&[intent(Some(deadline)), intent(None)], now);
+        assert!(table.contains("DEADLINE"), "{table}");
+        assert!(table.contains("2030-01-01 12:05:00Z"), "{table}");
+    }
 }

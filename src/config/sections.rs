@@ -68,8 +68,9 @@ pub struct DispatcherConfig {
     pub batch_size: u32,
     /// Deliveries in flight at once (1 ..= 10000).
     pub concurrency: u32,
-    /// How long a claim stays valid; an attempt still running past it is treated as
-    /// ambiguous. At least one second.
+    /// How long a claim stays valid, by the database's clock; an attempt still running past
+    /// it is treated as ambiguous. At least one second, and at least every provider's
+    /// `request_timeout` plus [`crate::dispatch::lease::SEND_MARGIN`].
     #[serde(with = "super::duration")]
     pub lease: Duration,
     /// Polling interval when no notification arrives (the fallback for `LISTEN/NOTIFY`).

@@ -1,11 +1,12 @@
 //! Validation of `[providers.*]`: base URLs, the idempotency header, status overrides,
-//! extra headers, signing secrets, and the check that an attempt fits inside the lease.
+//! extra headers, signing secrets, and the check that a request fits inside the lease.
 
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::provider::{decode_signing_secret, ProviderConfig};
 use super::validate::{human, Report};
 use super::Config;
+use crate::dispatch::lease::{shortest_lease, SEND_MARGIN};
 use crate::intent::ActionName;
 
 /// Headers the HTTP client or outboxd itself sets; they cannot be configured.
@@ -153,16 +154,22 @@ fn check_signing(key: &str, provider: &ProviderConfig, report: &mut Report<'_>) 
     }
 }
 
+/// A request is sent only while its lease covers the request timeout plus
+/// [`SEND_MARGIN`] ([`shortest_lease`]); a shorter lease would never send anything.
 fn check_lease(key: &str, provider: &ProviderConfig, config: &Config, report: &mut Report<'_>) {
-    let attempt = provider.connect_timeout + provider.request_timeout;
+    let needed = shortest_lease(provider.request_timeout);
     let lease = config.dispatcher.lease;
-    if attempt >= lease {
-        report.warn(
+    if lease < needed {
+        report.error(
             format!("{key}.request_timeout"),
             format!(
-                "connect_timeout + request_timeout ({}) is not shorter than dispatcher.lease \
-                 ({}); a slow attempt can outlive its lease and be recorded as ambiguous",
-                human(attempt),
+                "{} plus the {} send margin ({}) is longer than dispatcher.lease ({}): a \
+                 request is sent only while its lease still covers its whole timeout and the \
+                 time to record its outcome, so nothing would ever be sent; raise \
+                 dispatcher.lease or lower the timeout",
+                human(provider.request_timeout),
+                human(SEND_MARGIN),
+                human(needed),
                 human(lease)
             ),
         );

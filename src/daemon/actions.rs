@@ -29,8 +29,9 @@ pub enum BuildError {
         /// What is wrong.
         message: String,
     },
-    /// The lease is not longer than a request can take.
-    #[error("dispatcher.lease ({lease:?}) must be longer than provider {provider}'s connect_timeout + request_timeout ({needed:?}), or live attempts would be taken over as expired")]
+    /// The lease cannot cover a request with its margin (see
+    /// [`crate::dispatch::lease::shortest_lease`]).
+    #[error("dispatcher.lease ({lease:?}) must be at least provider {provider}'s request_timeout plus the send margin ({needed:?}): a request is sent only while its lease covers both, so nothing would be sent")]
     LeaseTooShort {
         /// Provider name.
         provider: String,
@@ -78,8 +79,8 @@ pub fn build_action_table(config: &Config) -> Result<ActionTable, BuildError> {
     let lease = config.dispatcher.lease;
     let mut clients: BTreeMap<&str, Arc<ProviderClient>> = BTreeMap::new();
     for (name, p) in &config.providers {
-        let needed = p.connect_timeout + p.request_timeout;
-        if lease <= needed {
+        let needed = crate::dispatch::lease::shortest_lease(p.request_timeout);
+        if lease < needed {
             return Err(BuildError::LeaseTooShort {
                 provider: name.clone(),
                 lease,

@@ -9,14 +9,20 @@ use tracing::{field, info_span, Instrument};
 
 use crate::action::AttemptClass;
 use crate::dispatch::actions::{render_path, ActionRuntime, PathFields};
-use crate::dispatch::retry::{decide, Decision, DecisionInput};
+use crate::dispatch::retry::{
+    budget_deadline, decide, decide_before_send, Decision, DecisionInput,
+};
 use crate::provider::{classify, Classified, ClassifyContext, DeliveryRequest};
 use crate::store::{AttemptRecord, ClaimedIntent, OutcomeRecord, Transition};
 
 /// Sends `intent` once and returns the outcome to record.
 pub async fn deliver(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeRecord {
-    if let Some(reason) = unsafe_to_send(action, intent, Utc::now()) {
-        return not_sent_now(intent, reason);
+    let now = Utc::now();
+    if let Some(transition) = past_deadline(action, intent, now) {
+        return not_sent_now(intent, transition);
+    }
+    if let Some(reason) = unsafe_to_send(action, intent, now) {
+        return not_sent_now(intent, Transition::Unknown { reason });
     }
     let span = info_span!("attempt", intent_id = intent.id, tenant = %intent.tenant,
         action = %intent.action, attempt = intent.attempt_count, class = field::Empty,
@@ -200,11 +206,42 @@ fn unsafe_to_send(
     }
 }
 
-/// The record of an attempt that was claimed but deliberately not sent: the intent goes to
-/// reconciliation.
-fn not_sent_now(intent: &ClaimedIntent, reason: String) -> OutcomeRecord {
-    tracing::warn!(intent_id = intent.id, tenant = %intent.tenant, action = %intent.action,
-        %reason, "outcome unknown; opened a reconciliation item");
+/// Where an intent goes whose deadline passed before this attempt could start (the rule is
+/// [`decide_before_send`]): `failed`, or `unknown` after an earlier ambiguous attempt.
+/// `None`: the deadline has not passed.
+fn past_deadline(
+    action: &ActionRuntime,
+    intent: &ClaimedIntent,
+    now: chrono::DateTime<Utc>,
+) -> Option<Transition> {
+    let budget_started_at = intent.budget_started_at.unwrap_or(intent.created_at);
+    let deadline = budget_deadline(&action.policy, budget_started_at, intent.deadline_at);
+    match decide_before_send(deadline, intent.ambiguous_attempts > 0, now)? {
+        Decision::Failed { reason } => Some(Transition::Failed { reason }),
+        Decision::Unknown { reason } => Some(Transition::Unknown { reason }),
+        Decision::Delivered | Decision::RetryAt { .. } => None,
+    }
+}
+
+/// The record of an attempt that was claimed but deliberately not sent (`failed` or
+/// `unknown`; the reason is the attempt's error).
+fn not_sent_now(intent: &ClaimedIntent, transition: Transition) -> OutcomeRecord {
+    let reason = match &transition {
+        Transition::Failed { reason } | Transition::Unknown { reason } => reason.clone(),
+        Transition::Delivered { .. } | Transition::RetryAt { .. } => String::new(),
+    };
+    let span = info_span!("attempt", intent_id = intent.id, tenant = %intent.tenant,
+        action = %intent.action, attempt = intent.attempt_count, class = "not_sent");
+    span.in_scope(|| {
+        let classified = Classified {
+            class: AttemptClass::NotSent,
+            http_status: None,
+            provider_ref: None,
+            retry_after: None,
+            error: Some(reason.clone()),
+        };
+        log_outcome(&classified, &transition);
+    });
     let now = Utc::now();
     OutcomeRecord {
         intent_id: intent.id,
@@ -212,12 +249,12 @@ fn not_sent_now(intent: &ClaimedIntent, reason: String) -> OutcomeRecord {
         attempt: Some(AttemptRecord {
             class: AttemptClass::NotSent,
             http_status: None,
-            error: Some(reason.clone()),
+            error: Some(reason),
             provider_ref: None,
             duration: std::time::Duration::ZERO,
             started_at: now,
         }),
-        transition: Transition::Unknown { reason },
+        transition,
         now,
     }
 }

@@ -9,14 +9,14 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures_util::stream::{self, StreamExt};
 use tokio::sync::Mutex;
 
 use super::actions::ActionTable;
-use super::attempt;
+use super::{attempt, lease};
 use crate::metrics::Metrics;
 use crate::store::{
     ClaimRequest, ClaimedIntent, OutboxStore, OutcomeRecord, RecordResult, Release, StoreError,
@@ -32,7 +32,8 @@ pub struct DispatcherSettings {
     pub batch_size: u32,
     /// Deliveries in flight at once.
     pub concurrency: usize,
-    /// Lease length; must exceed the longest request timeout.
+    /// Lease length; at least the longest request timeout plus [`lease::SEND_MARGIN`]: a
+    /// request is sent only while its lease still covers both.
     pub lease: Duration,
     /// Longest idle wait between steps (the polling fallback).
     pub poll_interval: Duration,
@@ -170,6 +171,12 @@ impl Dispatcher {
         self.step(true).await
     }
 
+    /// One step without the takeover of expired leases: claim a batch, deliver it, record
+    /// the outcomes (what the daemon loop does between its periodic takeovers).
+    pub async fn claim_and_deliver(&self) -> Result<StepReport, StoreError> {
+        self.step(false).await
+    }
+
     /// One step, taking over expired leases first only when `reclaim` is set (the daemon
     /// loop does that every `reclaim_every`, not on every step).
     pub(super) async fn step(&self, reclaim: bool) -> Result<StepReport, StoreError> {
@@ -192,6 +199,8 @@ impl Dispatcher {
         }
         let request = self.request();
         let after = self.claim_position();
+        // Before the claim waits for anything: the lease window counts from here.
+        let claim_started = Instant::now();
         let claimed = self.store.claim_due_after(&request, after).await?;
         self.advance_cursor(&claimed, request.limit);
         report.claimed = claimed.len();
@@ -199,7 +208,10 @@ impl Dispatcher {
             m.observe_claim(claimed.len());
         }
         let finished: Vec<Finished> = stream::iter(claimed)
-            .map(|intent| self.deliver_or_release(intent))
+            .map(|intent| {
+                let expiry = lease::local_expiry(claim_started, &intent);
+                self.deliver_or_release(intent, expiry)
+            })
             .buffer_unordered(self.settings.concurrency.max(1))
             .collect()
             .await;
@@ -239,8 +251,27 @@ impl Dispatcher {
         }
     }
 
-    pub(super) async fn deliver_or_release(&self, intent: ClaimedIntent) -> Finished {
+    /// Delivers `intent`, or hands it back unsent when shutting down, when its action lost
+    /// its configuration, or when its lease (expiring at the local instant `lease_expiry`)
+    /// no longer covers the request with a margin.
+    pub(super) async fn deliver_or_release(
+        &self,
+        intent: ClaimedIntent,
+        lease_expiry: Instant,
+    ) -> Finished {
         let action = self.actions.get(&intent.action);
+        let short = action.and_then(|a| {
+            lease::lease_too_short(lease_expiry, Instant::now(), a.client.request_timeout())
+        });
+        if let Some(reason) = short {
+            tracing::warn!(intent_id = intent.id, tenant = %intent.tenant,
+                action = %intent.action, %reason, "lease too short to send; released");
+            return Finished::Release(Release {
+                intent_id: intent.id,
+                fencing_token: intent.fencing_token,
+                reason,
+            });
+        }
         match action {
             Some(action) if !self.stopping.load(Ordering::SeqCst) => {
                 let outcome = attempt::deliver(action, &intent).await;

@@ -1,14 +1,16 @@
 //! The dispatcher: claim due intents with a lease (committed before any network call),
 //! deliver each with its idempotency key, classify, decide, and record the outcome fenced
 //! by the claim's token. [`retry`] holds the pure retry rules, [`attempt`] one delivery,
-//! [`dispatcher`] the testable step, [`pipeline`] the daemon's engine (slots refilled as
-//! requests finish, outcomes group-committed), [`capacity`] the per-provider bulkheads,
-//! [`wakeup`] how an idle loop waits.
+//! [`lease`] whether a lease still covers a request, [`dispatcher`] the testable step,
+//! [`pipeline`] the daemon's engine (slots refilled as requests finish, outcomes
+//! group-committed), [`capacity`] the per-provider bulkheads, [`wakeup`] how an idle loop
+//! waits.
 
 pub mod actions;
 pub mod attempt;
 pub mod capacity;
 pub mod dispatcher;
+pub mod lease;
 pub mod pipeline;
 pub mod retry;
 pub mod run_loop;

@@ -223,6 +223,7 @@ impl Dispatcher {
                 actions,
                 ..self.request()
             };
+            let claim_started = Instant::now();
             let claimed = self.store.claim_due(&request).await?;
             if let Some(m) = &self.metrics {
                 m.observe_claim(claimed.len());
@@ -236,6 +237,7 @@ impl Dispatcher {
                     .start(claimed.len(), Instant::now());
             }
             for intent in claimed {
+                let lease_expiry = super::lease::local_expiry(claim_started, &intent);
                 let permit = slots.clone().try_acquire_owned().expect("one claimer");
                 let (this, lanes, finished, outcomes) = (
                     self.clone(),
@@ -245,7 +247,7 @@ impl Dispatcher {
                 );
                 let provider = provider.clone();
                 requests.spawn(async move {
-                    let done = this.deliver_or_release(intent).await;
+                    let done = this.deliver_or_release(intent, lease_expiry).await;
                     let signal = match &done {
                         Finished::Outcome(outcome) => ProviderSignal::of(outcome),
                         Finished::Release(_) => ProviderSignal::Silent,

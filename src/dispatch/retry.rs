@@ -14,6 +14,11 @@
 //!
 //! When a retry is not allowed the intent is `failed` if every attempt was a definite
 //! refusal, and `unknown` if any attempt was ambiguous (the provider may have acted).
+//!
+//! The deadline is checked again when a claimed intent is about to be sent
+//! ([`decide_before_send`]): a retry may be claimed long after it was planned (a backlog,
+//! an outage, a stopped daemon), and an intent may be enqueued with its deadline already
+//! past. No attempt starts at or after the deadline.
 
 use std::time::Duration;
 
@@ -112,6 +117,50 @@ pub fn decide(input: &DecisionInput<'_>, rng: &mut impl Rng) -> Decision {
     }
 }
 
+/// The retry budget's overall deadline: the earlier of `budget_started_at +
+/// policy.deadline` and the intent's own deadline (None: neither is set or representable).
+/// No retry is scheduled at or after it, and no attempt starts at or after it.
+pub fn budget_deadline(
+    policy: &RetryPolicy,
+    budget_started_at: DateTime<Utc>,
+    intent_deadline: Option<DateTime<Utc>>,
+) -> Option<DateTime<Utc>> {
+    match (add(budget_started_at, policy.deadline), intent_deadline) {
+        (Some(policy), Some(intent)) => Some(policy.min(intent)),
+        (policy, intent) => policy.or(intent),
+    }
+}
+
+/// Checked when a claimed intent is about to be sent: once `deadline` (see
+/// [`budget_deadline`]) has passed, nothing is sent and the intent ends `failed`, or
+/// `unknown` if an earlier attempt was ambiguous (that one may have acted). `None`: the
+/// attempt may start.
+pub fn decide_before_send(
+    deadline: Option<DateTime<Utc>>,
+    any_ambiguous_before: bool,
+    now: DateTime<Utc>,
+) -> Option<Decision> {
+    let deadline = deadline.filter(|deadline| now >= *deadline)?;
+    let reason = format!(
+        "{} (at {}); not sent",
+        deadline_reason(any_ambiguous_before),
+        deadline.format("%Y-%m-%dT%H:%M:%S%.3fZ")
+    );
+    Some(if any_ambiguous_before {
+        Decision::Unknown { reason }
+    } else {
+        Decision::Failed { reason }
+    })
+}
+
+fn deadline_reason(ambiguous_history: bool) -> String {
+    if ambiguous_history {
+        "deadline passed after an ambiguous attempt".to_owned()
+    } else {
+        "deadline passed".to_owned()
+    }
+}
+
 /// Why a retry is not allowed.
 enum Stop {
     NotIdempotentAfterAmbiguous,
@@ -125,7 +174,7 @@ impl Stop {
         let attempts = input.attempts_made;
         if !ambiguous_history {
             let reason = match self {
-                Stop::DeadlinePassed => "deadline passed".to_owned(),
+                Stop::DeadlinePassed => deadline_reason(false),
                 _ => format!("retry budget exhausted: {attempts} attempts"),
             };
             return Decision::Failed { reason };
@@ -142,7 +191,7 @@ impl Stop {
             Stop::BudgetExhausted => {
                 format!("retry budget exhausted after an ambiguous attempt: {attempts} attempts")
             }
-            Stop::DeadlinePassed => "deadline passed after an ambiguous attempt".to_owned(),
+            Stop::DeadlinePassed => deadline_reason(true),
         };
         Decision::Unknown { reason }
     }
@@ -168,11 +217,7 @@ fn plan_retry(
     let delay = backoff.max(requested.unwrap_or(Duration::ZERO));
     let at = add(input.now, delay).ok_or(Stop::DeadlinePassed)?;
 
-    let policy_deadline = add(input.created_at, policy.deadline);
-    let deadline = match (policy_deadline, input.intent_deadline) {
-        (Some(policy), Some(intent)) => Some(policy.min(intent)),
-        (policy, intent) => policy.or(intent),
-    };
+    let deadline = budget_deadline(policy, input.created_at, input.intent_deadline);
     if deadline.is_some_and(|deadline| at >= deadline) {
         return Err(Stop::DeadlinePassed);
     }

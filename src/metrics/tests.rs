@@ -28,6 +28,8 @@ fn intent(attempt_count: i32) -> ClaimedIntent {
         budget_attempt_base: 0,
         budget_started_at: None,
         next_attempt_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+        lease_expires_at: Utc.timestamp_opt(1_700_000_030, 0).unwrap(),
+        claimed_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
     }
 }
 

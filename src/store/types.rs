@@ -21,7 +21,10 @@ pub struct ClaimRequest {
     pub limit: u32,
     /// Only intents of these actions (unconfigured actions wait, visibly).
     pub actions: Vec<String>,
-    /// The clock reading used for "due" and the lease expiry.
+    /// The claiming replica's clock, used only to judge which intents are due (their
+    /// `next_attempt_at` was planned with a replica's clock too). Lease times never use it:
+    /// the lease expiry, and whether a lease has expired, come from the database's clock
+    /// (on SQLite, the clock read once the claim holds the write lock).
     pub now: DateTime<Utc>,
 }
 
@@ -61,6 +64,11 @@ pub struct ClaimedIntent {
     pub budget_started_at: Option<DateTime<Utc>>,
     /// When it was due (its position in claim order, with `id`).
     pub next_attempt_at: DateTime<Utc>,
+    /// When the lease expires, as the database computed it.
+    pub lease_expires_at: DateTime<Utc>,
+    /// The database's clock when the claim ran, to compare `lease_expires_at` with the
+    /// local clock (see [`crate::dispatch::lease`]).
+    pub claimed_at: DateTime<Utc>,
 }
 
 /// Where a recorded outcome moves the intent.
@@ -182,6 +190,9 @@ pub struct IntentRow {
     pub ambiguous_attempts: i32,
     /// Next attempt time (meaningful while pending).
     pub next_attempt_at: DateTime<Utc>,
+    /// The producer's absolute deadline, if any: no attempt starts at or after it (nor after
+    /// the action's retry deadline, counted from enqueue or from a person's redispatch).
+    pub deadline_at: Option<DateTime<Utc>>,
     /// Lease owner while in flight.
     pub lease_owner: Option<String>,
     /// Lease expiry while in flight.

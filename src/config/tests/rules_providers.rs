@@ -159,9 +159,17 @@ fn provider_warnings() {
         warnings,
         ["providers.spare: no action uses this provider (from inline TOML)"]
     );
-    let warnings = warnings_of(&toml_with(&[("request_timeout", "\"30s\"")], &[], ""));
-    assert!(
-        warnings[0].contains("not shorter than dispatcher.lease"),
-        "{warnings:?}"
+}
+
+/// A request is sent only while its lease covers the request timeout plus the send margin,
+/// so a lease shorter than both is refused (the default lease is 30 s, the margin 1 s).
+#[test]
+fn lease_must_cover_request_timeout_plus_margin() {
+    assert_rejected(
+        &toml_with(&[("request_timeout", "\"29500ms\"")], &[], ""),
+        "providers.payments.request_timeout",
+        "29500ms plus the 1s send margin (30500ms) is longer than dispatcher.lease (30s)",
     );
+    let fits = toml_with(&[("request_timeout", "\"29s\"")], &[], "");
+    assert!(warnings_of(&fits).is_empty(), "{:?}", warnings_of(&fits));
 }

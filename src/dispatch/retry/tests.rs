@@ -244,3 +244,54 @@ fn backoff_is_overflow_safe_with_huge_settings() {
     };
     assert_eq!(backoff_delay(&zero, 5, &mut rng), Duration::ZERO);
 }
+
+#[test]
+fn budget_deadline_is_the_earlier_of_policy_and_intent() {
+    let policy = policy();
+    let by_policy = created_at() + chrono::Duration::hours(1);
+    assert_eq!(
+        budget_deadline(&policy, created_at(), None),
+        Some(by_policy)
+    );
+    let earlier = created_at() + chrono::Duration::minutes(5);
+    assert_eq!(
+        budget_deadline(&policy, created_at(), Some(earlier)),
+        Some(earlier)
+    );
+    let later_one = by_policy + chrono::Duration::hours(1);
+    assert_eq!(
+        budget_deadline(&policy, created_at(), Some(later_one)),
+        Some(by_policy)
+    );
+    let unbounded = RetryPolicy {
+        deadline: Duration::MAX,
+        ..policy
+    };
+    assert_eq!(budget_deadline(&unbounded, created_at(), None), None);
+}
+
+#[test]
+fn no_attempt_starts_at_or_after_the_deadline() {
+    let deadline = Some(now());
+    let just_before = now() - chrono::Duration::milliseconds(1);
+    assert_eq!(decide_before_send(deadline, false, just_before), None);
+    assert_eq!(decide_before_send(None, true, now()), None);
+    match decide_before_send(deadline, false, now()) {
+        Some(Decision::Failed { reason }) => {
+            assert!(
+                reason.starts_with("deadline passed (at 2030-01-01T12:10:00.000Z)"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    match decide_before_send(deadline, true, later(SECOND)) {
+        Some(Decision::Unknown { reason }) => {
+            assert!(
+                reason.starts_with("deadline passed after an ambiguous attempt"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -23,12 +23,16 @@ use crate::store::{
     Transition, LEASE_EXPIRED_ERROR,
 };
 
+/// The claim statement; `{after}` is empty or the cursor predicate (see
+/// [`crate::store::OutboxStore::claim_due_after`]).
+///
 /// Claims up to `limit` due intents. `FOR UPDATE SKIP LOCKED` lets replicas claim disjoint
 /// sets; only the head of each ordering chain is eligible. The statement commits on its
 /// own (autocommit), so the claim is durable before any request is sent. On error nothing
-/// is claimed.
-/// The claim statement; `{after}` is empty or the cursor predicate (see
-/// [`crate::store::OutboxStore::claim_due_after`]).
+/// is claimed. The lease runs from the database's clock (`now()`, the start of this
+/// statement's own transaction, so after any wait for a pool connection), never from the
+/// replica's; the statement returns that clock reading as `claimed_at`. Due-ness (`$1`) is
+/// judged with the replica's clock, which planned `next_attempt_at`.
 fn claim_due_sql(after: bool) -> String {
     let predicate = if after {
         "AND (i.next_attempt_at, i.id) > ($6, $7)"
@@ -51,20 +55,22 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE outbox_intents i
-    SET state = 'in_flight', lease_owner = $4, lease_expires_at = $1 + make_interval(secs => $5::double precision / 1000),
+    SET state = 'in_flight', lease_owner = $4,
+        lease_expires_at = now() + make_interval(secs => $5::double precision / 1000),
         fencing_token = i.fencing_token + 1, attempt_count = i.attempt_count + 1,
-        attempt_started_at = $1, updated_at = $1
+        attempt_started_at = now(), updated_at = now()
     FROM due WHERE i.id = due.id
     RETURNING i.*
 )
 SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
        attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-       deadline_at, budget_attempt_base, budget_started_at, next_attempt_at
+       deadline_at, budget_attempt_base, budget_started_at, next_attempt_at,
+       lease_expires_at, now() AS claimed_at
 FROM claimed
 ORDER BY next_attempt_at, id
 "#;
 
-/// Takes over in-flight intents whose lease expired: writes the open attempt (if the claim
+/// Takes over in-flight intents whose lease expired by the database's clock: writes the open attempt (if the claim
 /// opened one) as ambiguous, counts it, sets `first_sent_at`, and bumps the fencing token so
 /// the old owner can no longer record anything. The takeover itself opens no attempt.
 /// `closed` takes the attempt from `expired`, which returns the row version it locked (the
@@ -74,30 +80,31 @@ const RECLAIM_EXPIRED_SQL: &str = r#"
 WITH expired AS (
     SELECT id, attempt_count, fencing_token, lease_owner, attempt_started_at
     FROM outbox_intents
-    WHERE state = 'in_flight' AND lease_expires_at < $1
+    WHERE state = 'in_flight' AND lease_expires_at < now()
     ORDER BY lease_expires_at
-    LIMIT $2
+    LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), closed AS (
     INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, started_at,
                                  ended_at, class, error)
-    SELECT e.id, e.attempt_count, e.fencing_token, e.lease_owner, e.attempt_started_at, $1,
-           'ambiguous', $5
+    SELECT e.id, e.attempt_count, e.fencing_token, e.lease_owner, e.attempt_started_at, now(),
+           'ambiguous', $4
     FROM expired e
     WHERE e.attempt_started_at IS NOT NULL
 ), taken AS (
     UPDATE outbox_intents i
-    SET fencing_token = i.fencing_token + 1, lease_owner = $3,
-        lease_expires_at = $1 + make_interval(secs => $4::double precision / 1000),
+    SET fencing_token = i.fencing_token + 1, lease_owner = $2,
+        lease_expires_at = now() + make_interval(secs => $3::double precision / 1000),
         ambiguous_attempts = i.ambiguous_attempts + (i.attempt_started_at IS NOT NULL)::int,
         first_sent_at = coalesce(i.first_sent_at, i.attempt_started_at),
-        attempt_started_at = NULL, last_error = $5, updated_at = $1
+        attempt_started_at = NULL, last_error = $4, updated_at = now()
     FROM expired WHERE i.id = expired.id
     RETURNING i.*
 )
 SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
        attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at, deadline_at,
-       budget_attempt_base, budget_started_at, next_attempt_at
+       budget_attempt_base, budget_started_at, next_attempt_at, lease_expires_at,
+       now() AS claimed_at
 FROM taken ORDER BY id
 "#;
 
@@ -187,6 +194,8 @@ fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
         budget_attempt_base: row.try_get("budget_attempt_base")?,
         budget_started_at: row.try_get("budget_started_at")?,
         next_attempt_at: row.try_get("next_attempt_at")?,
+        lease_expires_at: row.try_get("lease_expires_at")?,
+        claimed_at: row.try_get("claimed_at")?,
     })
 }
 
@@ -215,7 +224,6 @@ pub(super) async fn reclaim_expired(
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
     let rows = sqlx::query(RECLAIM_EXPIRED_SQL)
         .persistent(false)
-        .bind(req.now)
         .bind(i64::from(req.limit))
         .bind(&req.owner)
         .bind(lease_millis(req))

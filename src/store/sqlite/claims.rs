@@ -1,7 +1,13 @@
 //! The dispatcher's hot path on SQLite. Each function runs in one `BEGIN IMMEDIATE`
 //! transaction (SQLite has a single writer, so no `SKIP LOCKED` is needed) that commits
 //! before returning; none is held across an HTTP call.
+//!
+//! Lease times are read from the clock once the transaction holds the write lock, not
+//! before the wait for a pool connection and for `BEGIN IMMEDIATE`: a claim that waited
+//! gets a lease that starts when it was written, and expiry is judged at that moment too.
+//! (The request's `now` only judges which intents are due.)
 
+use chrono::Utc;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 
@@ -13,9 +19,9 @@ use crate::store::{
 /// Marks the head of each ordering chain among due pending intents as in flight.
 const CLAIM_DUE_SQL: &str = r#"
 UPDATE outbox_intents
-SET state = 'in_flight', lease_owner = ?2, lease_expires_at = ?1 + ?3,
+SET state = 'in_flight', lease_owner = ?2, lease_expires_at = ?6 + ?3,
     fencing_token = fencing_token + 1, attempt_count = attempt_count + 1,
-    attempt_started_at = ?1, updated_at = ?1
+    attempt_started_at = ?6, updated_at = ?6
 WHERE id IN (
     SELECT i.id FROM outbox_intents i
     WHERE i.state = 'pending' AND i.next_attempt_at <= ?1
@@ -28,7 +34,8 @@ WHERE id IN (
     LIMIT ?5)
 RETURNING id, tenant, operation_id, action, payload, payload_version, idempotency_key,
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at
+          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at,
+          lease_expires_at
 "#;
 
 const EXPIRED_SQL: &str = "SELECT id FROM outbox_intents \
@@ -51,10 +58,12 @@ SET fencing_token = fencing_token + 1, lease_owner = ?2, lease_expires_at = ?3 +
 WHERE id = ?1
 RETURNING id, tenant, operation_id, action, payload, payload_version, idempotency_key,
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at
+          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at,
+          lease_expires_at
 "#;
 
-fn claimed_from_row(row: &SqliteRow) -> Result<ClaimedIntent, StoreError> {
+/// A claimed intent from its row; `claimed_at` is the clock reading its lease counts from.
+fn claimed_from_row(row: &SqliteRow, claimed_at: i64) -> Result<ClaimedIntent, StoreError> {
     let payload: String = row.try_get("payload")?;
     let payload = serde_json::from_str(&payload)
         .map_err(|e| StoreError::Corrupt(format!("payload is not JSON: {e}")))?;
@@ -77,6 +86,8 @@ fn claimed_from_row(row: &SqliteRow) -> Result<ClaimedIntent, StoreError> {
             .try_get::<Option<i64>, _>("budget_started_at")?
             .map(from_ms),
         next_attempt_at: from_ms(row.try_get("next_attempt_at")?),
+        lease_expires_at: from_ms(row.try_get("lease_expires_at")?),
+        claimed_at: from_ms(claimed_at),
     })
 }
 
@@ -85,20 +96,21 @@ pub(super) async fn claim_due(
     req: &ClaimRequest,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
     let actions = serde_json::to_string(&req.actions).unwrap_or_else(|_| "[]".into());
-    let now = ms(req.now);
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let claimed_at = ms(Utc::now());
     let mut rows = sqlx::query(CLAIM_DUE_SQL)
-        .bind(now)
+        .bind(ms(req.now))
         .bind(&req.owner)
         .bind(lease_millis(req))
         .bind(actions)
         .bind(i64::from(req.limit))
+        .bind(claimed_at)
         .fetch_all(&mut *tx)
         .await?;
     rows.sort_by_key(|r| (r.get::<i64, _>("next_attempt_at"), r.get::<i64, _>("id")));
     let claimed = rows
         .iter()
-        .map(claimed_from_row)
+        .map(|row| claimed_from_row(row, claimed_at))
         .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
     Ok(claimed)
@@ -108,8 +120,8 @@ pub(super) async fn reclaim_expired(
     pool: &SqlitePool,
     req: &ClaimRequest,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
-    let now = ms(req.now);
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let now = ms(Utc::now());
     let ids: Vec<i64> = sqlx::query_scalar(EXPIRED_SQL)
         .bind(now)
         .bind(i64::from(req.limit))
@@ -131,7 +143,7 @@ pub(super) async fn reclaim_expired(
             .bind(LEASE_EXPIRED_ERROR)
             .fetch_one(&mut *tx)
             .await?;
-        taken.push(claimed_from_row(&row)?);
+        taken.push(claimed_from_row(&row, now)?);
     }
     tx.commit().await?;
     Ok(taken)
