@@ -29,5 +29,18 @@ else
     echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
 fi
 
+if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
+    echo "== Chromium and chromedriver found: the review page is tested in a headless browser"
+elif [ "${OUTBOXD_REQUIRE_BROWSER:-0}" = 1 ]; then
+    echo "== a browser is required (OUTBOXD_REQUIRE_BROWSER=1) but /usr/bin/chromium or /usr/bin/chromedriver is missing" >&2
+    exit 1
+else
+    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+    echo "!!! /usr/bin/chromium or /usr/bin/chromedriver is MISSING"
+    echo "!!! The headless-browser test of the review page will be SKIPPED."
+    echo "!!! (apt-get install chromium chromium-driver)"
+    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+fi
+
 cargo build --all-targets
 cargo test --all-targets --no-fail-fast

@@ -71,8 +71,30 @@ fn check_text(field: &'static str, value: &str, max_chars: usize) -> Result<(), 
     Ok(())
 }
 
+/// An idempotency key travels as an HTTP header value, so it must be printable ASCII
+/// (space through `~`): anything else could be stored but never sent.
+fn check_header_value(field: &'static str, value: &str) -> Result<(), InvalidField> {
+    match value.chars().find(|c| !(' '..='~').contains(c)) {
+        None => Ok(()),
+        Some(bad) => Err(InvalidField::new(
+            field,
+            format!(
+                "contains {bad:?}; it is sent as an HTTP header value, so only printable \
+                 ASCII (space through ~) is allowed"
+            ),
+        )),
+    }
+}
+
+fn no_extra_check(_field: &'static str, _value: &str) -> Result<(), InvalidField> {
+    Ok(())
+}
+
 macro_rules! text_newtype {
     ($(#[$doc:meta])* $name:ident, $field:literal, $max:expr) => {
+        text_newtype!($(#[$doc])* $name, $field, $max, no_extra_check);
+    };
+    ($(#[$doc:meta])* $name:ident, $field:literal, $max:expr, $extra:path) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
@@ -83,6 +105,7 @@ macro_rules! text_newtype {
             pub fn parse(value: impl Into<String>) -> Result<Self, InvalidField> {
                 let value = value.into();
                 check_text($field, &value, $max)?;
+                $extra($field, &value)?;
                 Ok(Self(value))
             }
 
@@ -122,8 +145,9 @@ text_newtype!(
     OperationId, "operation_id", MAX_OPERATION_ID_CHARS
 );
 text_newtype!(
-    /// The key sent to the provider in its idempotency header; fixed at enqueue.
-    IdempotencyKey, "idempotency_key", MAX_KEY_CHARS
+    /// The key sent to the provider in its idempotency header; fixed at enqueue. Printable
+    /// ASCII only, so it can always be sent as a header value.
+    IdempotencyKey, "idempotency_key", MAX_KEY_CHARS, check_header_value
 );
 text_newtype!(
     /// Intents sharing an ordering key (within a tenant) are attempted in enqueue order.
@@ -297,6 +321,30 @@ mod tests {
         let err = ActionName::parse("issue refund").unwrap_err();
         assert_eq!(err.field, "action");
         assert!(ActionName::parse("payments.issue_refund:v2").is_ok());
+    }
+
+    #[test]
+    fn idempotency_keys_must_be_sendable_as_a_header_value() {
+        for bad in [
+            "clé-42",
+            "key\u{a0}x",
+            "ключ",
+            "emoji-🔑",
+            "a\u{7f}b",
+            "a\tb",
+        ] {
+            let err = IdempotencyKey::parse(bad).unwrap_err();
+            assert_eq!(err.field, "idempotency_key", "{bad:?}");
+            assert!(
+                err.to_string().starts_with("invalid idempotency_key"),
+                "{err}"
+            );
+        }
+        for good in ["obx1_ab12", "order 42/refund:v2", "~!@#$%^&*()_+{}|:<>?"] {
+            assert!(IdempotencyKey::parse(good).is_ok(), "{good:?}");
+        }
+        // Other text fields keep accepting any printable text.
+        assert!(OperationId::parse("commande-é").is_ok());
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! `outboxd demo` as a newcomer runs it: the real binary, no configuration, exit 0, the
-//! story's key lines, one effect per key in the summary, and its temporary database gone.
+//! story's key lines for the buyer's four cases (a response lost after commit, concurrent
+//! retries, a changed payload, the same key from another tenant) and the unknown outcome,
+//! the printed records, one effect per key in the summary, and its temporary database gone.
 
 use std::path::Path;
 use std::process::Command;
@@ -44,6 +46,12 @@ fn demo_tells_the_story_and_exits_zero() {
         "reconciliation backlog: 0 open",
         "lost=0 unexpected=0 duplicated=0 unaccounted_ambiguous=0",
         "checker: clean",
+        "5 concurrent enqueues of refund-order-2002: 1 created, 4 replayed, one intent",
+        "1 claim in total",
+        "outbox rows:",
+        "provider effects:",
+        "tenant=globex",
+        "no provider effect is shared between tenants",
     ] {
         assert!(stdout.contains(line), "missing {line:?}");
     }
@@ -53,6 +61,26 @@ fn demo_tells_the_story_and_exits_zero() {
         ["2", "1", "ref_1"],
         "two requests, one effect"
     );
+    let concurrent = summary_row(&stdout, "refund-order-2002");
+    assert_eq!(concurrent[3..5], ["1", "1"], "one request, one effect");
+    assert!(!stdout.contains("VIOLATION"), "{stdout}");
+    // Tenant B's intent with tenant A's key has an effect of its own at the provider.
+    let globex_ref = stdout
+        .lines()
+        .find(|l| l.contains("tenant=globex"))
+        .and_then(|l| l.split("provider_ref=").nth(1))
+        .map(str::trim)
+        .expect("globex's outbox row");
+    assert!(globex_ref.starts_with("ref_"), "{globex_ref}");
+    assert_ne!(globex_ref, "ref_1", "globex got acme's effect");
+    let effects_with_ref = |reference: &str| {
+        stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with(&format!("{reference} ")))
+            .count()
+    };
+    assert!(effects_with_ref(globex_ref) >= 1, "no effect {globex_ref}");
+    assert!(effects_with_ref("ref_1") >= 1, "no effect ref_1");
     let notify = summary_row(&stdout, "notify-order-1001");
     assert_eq!(notify[3..5], ["1", "1"], "one request, never resent");
     let by_state = |state: &str| {
@@ -62,7 +90,7 @@ fn demo_tells_the_story_and_exits_zero() {
             .find(|cols| cols.len() == 2 && cols[0] == state)
             .map(|cols| cols[1].to_owned())
     };
-    assert_eq!(by_state("delivered").as_deref(), Some("3"));
+    assert_eq!(by_state("delivered").as_deref(), Some("5"));
     assert_eq!(by_state("unknown").as_deref(), Some("0"));
     let db = stdout
         .lines()

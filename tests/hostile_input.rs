@@ -114,6 +114,25 @@ async fn hostile_payloads_are_refused(t: &TestDb) {
     drop(deep);
 }
 
+/// An idempotency key that cannot travel as an HTTP header value (non-ASCII) is refused
+/// at enqueue with an error naming the field, instead of failing every attempt later.
+async fn unsendable_idempotency_keys_are_refused(t: &TestDb) {
+    let h = Harness::new(t).await;
+    for (i, key) in ["clé-42", "key\u{a0}x", "ключ-1"].into_iter().enumerate() {
+        let intent = NewIntent::new("acme", format!("op-{i}"), REFUND, json!({"a": 1}))
+            .with_idempotency_key(key);
+        let err = enqueue_error(&h, intent).await;
+        assert!(
+            err.to_string().contains("invalid idempotency_key"),
+            "{key:?}: {err}"
+        );
+    }
+    assert_eq!(
+        support::harness::scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+        0
+    );
+}
+
 /// A provider answering with a huge or endless body is cut off at the size limit; the
 /// attempt is classified (ambiguous: it may have acted) and a keyed action is retried.
 async fn huge_and_endless_bodies_are_cut_off(t: &TestDb) {
@@ -173,6 +192,7 @@ async fn redirects_are_not_followed(t: &TestDb) {
 
 both_backends!(
     hostile_payloads_are_refused,
+    unsendable_idempotency_keys_are_refused,
     huge_and_endless_bodies_are_cut_off,
     redirects_are_not_followed
 );

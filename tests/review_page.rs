@@ -96,3 +96,28 @@ async fn operator_resolves_an_unknown_outcome_in_the_browser(t: &TestDb) {
 }
 
 both_backends!(operator_resolves_an_unknown_outcome_in_the_browser);
+
+/// Without Chromium the browser test is skipped, and says so where the person running the
+/// suite sees it: on the terminal, not in libtest's captured output (which is thrown away
+/// for a passing test). Runs this test binary again with the browser made unavailable.
+#[test]
+fn a_skipped_browser_test_says_so_on_the_terminal() {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "on_sqlite::operator_resolves_an_unknown_outcome_in_the_browser",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env(support::webdriver::CHROMIUM_ENV, "/nonexistent/chromium")
+        .env_remove("OUTBOXD_REQUIRE_BROWSER")
+        .output()
+        .expect("run the browser test");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("1 passed"), "the test ran: {stdout}");
+    assert!(
+        stderr.contains("SKIPPING the headless-browser test"),
+        "the skip was silent; stderr: {stderr:?}"
+    );
+}

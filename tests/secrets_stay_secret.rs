@@ -126,3 +126,39 @@ async fn secrets_never_reach_logs_or_printed_config() {
     }
     assert!(!logs.contains("\"i\":3"), "full payloads are not logged");
 }
+
+/// A database password in the URL's query string (`?password=`, `&sslpassword=`) or its
+/// userinfo is never printed: not by `outboxd migrate`'s progress line, not in the
+/// connection error it ends with.
+#[test]
+fn migrate_never_prints_a_database_password() {
+    // A "server" that hangs up at once: the connection fails fast, without retries.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            drop(socket);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let urls = [
+        format!("postgres://u@127.0.0.1:{port}/db?password=hunter2query"),
+        format!("postgres://u@127.0.0.1:{port}/db?sslmode=disable&sslpassword=hunter2query"),
+        format!("postgres://u:hunter2query@127.0.0.1:{port}/db"),
+    ];
+    for url in urls {
+        let path = dir.path().join("migrate.toml");
+        std::fs::write(&path, format!("[database]\nurl = \"{url}\"\n")).unwrap();
+        let output = outboxd(&["migrate"], &path).output().unwrap();
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!output.status.success(), "{printed}");
+        assert!(printed.contains("migrating postgres://"), "{printed}");
+        assert!(printed.contains("cannot open database"), "{printed}");
+        assert!(!printed.contains("hunter2query"), "{url}: {printed}");
+        assert!(printed.contains("[REDACTED]"), "{printed}");
+    }
+}

@@ -32,14 +32,18 @@
 //!
 //! ## The review page and CSRF
 //!
-//! `POST /review/login` stores the token in an `HttpOnly; SameSite=Strict` cookie scoped to
-//! `/review` (base64url-encoded). SameSite=Strict keeps the cookie off cross-site requests
-//! in current browsers; as a second, browser-independent layer every state-changing form
-//! carries a hidden `csrf` field: an HMAC-SHA256 of the session's token under a random key
-//! made when the [`AdminContext`] is built. The key never leaves the process, so another
-//! site cannot compute the field and the field says nothing about the token; a restart
-//! invalidates open forms (the page asks to reload). `POST /review/login` also refuses
-//! requests a browser marks `Sec-Fetch-Site: cross-site` (login CSRF).
+//! `POST /review/login` sets an `HttpOnly; SameSite=Strict` session cookie scoped to
+//! `/review` (and `Secure` with `[admin] cookie_secure = true`). The cookie never holds the
+//! token: it holds an expiry and an HMAC-SHA256 of the token and that expiry under a random
+//! key made when the [`AdminContext`] is built, so a leaked cookie is no API credential,
+//! ends at its expiry and with the process. SameSite=Strict keeps the cookie off cross-site
+//! requests in current browsers; as a second, browser-independent layer every
+//! state-changing form carries a hidden `csrf` field: an HMAC of the session's token under
+//! the same key (domain-separated). The key never leaves the process, so another site
+//! cannot compute the field and the field says nothing about the token; a restart
+//! invalidates open forms and sessions (the page asks to sign in again). `POST
+//! /review/login` also refuses requests a browser marks `Sec-Fetch-Site: cross-site`
+//! (login CSRF), and after repeated failures from one client answers `429` for a while.
 
 pub mod auth;
 mod bulk;
@@ -73,8 +77,12 @@ pub struct AdminContext {
     pub tokens: Arc<[AdminToken]>,
     /// Poked after a redispatch or an enqueue so the local dispatcher looks for work now.
     pub wake_dispatcher: Arc<Notify>,
-    /// The per-process key of the review page's CSRF field.
-    csrf_key: Arc<[u8; 32]>,
+    /// The per-process key of the review page's session cookie and CSRF field.
+    review_key: Arc<[u8; 32]>,
+    /// Whether the session cookie is marked `Secure`.
+    cookie_secure: bool,
+    /// Failed review-page sign-ins per client.
+    sign_ins: Arc<review::SignInThrottle>,
 }
 
 impl AdminContext {
@@ -86,8 +94,16 @@ impl AdminContext {
             db,
             tokens: tokens.into(),
             wake_dispatcher,
-            csrf_key: Arc::new(rand::random()),
+            review_key: Arc::new(rand::random()),
+            cookie_secure: false,
+            sign_ins: Arc::default(),
         }
+    }
+
+    /// Marks the review page's session cookie `Secure` (`[admin] cookie_secure`).
+    pub fn with_cookie_secure(mut self, secure: bool) -> Self {
+        self.cookie_secure = secure;
+        self
     }
 }
 

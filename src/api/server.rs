@@ -37,11 +37,14 @@ impl AdminServer {
         tracing::info!(addr = %addr, "admin server listening");
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await
         });
         Ok(AdminServer { addr, stop, task })
     }

@@ -18,6 +18,9 @@ pub const ALL_TENANTS: &str = "*";
 pub struct AdminConfig {
     /// Listen address of the admin API, metrics and health endpoints.
     pub listen: SocketAddr,
+    /// Marks the review page's session cookie `Secure` (browsers then send it over HTTPS
+    /// only). Turn on when operators reach the admin listener through TLS.
+    pub cookie_secure: bool,
     /// Bearer tokens accepted by the admin API (`[[admin.tokens]]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<AdminToken>,
@@ -27,6 +30,7 @@ impl Default for AdminConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            cookie_secure: false,
             tokens: Vec::new(),
         }
     }

@@ -110,7 +110,8 @@ pub async fn run(
     let metrics = Metrics::shared();
     let listen = config.admin.listen;
     let people =
-        crate::admin::AdminContext::new(db.clone(), config.admin.tokens.clone(), local.clone());
+        crate::admin::AdminContext::new(db.clone(), config.admin.tokens.clone(), local.clone())
+            .with_cookie_secure(config.admin.cookie_secure);
     let state = ApiState::new(db.clone(), Arc::new(config), metrics.clone())
         .with_local_wakeup(local.clone());
     let routes = api::router(state.clone()).merge(crate::admin::router(people));

@@ -1,24 +1,34 @@
 //! `outboxd demo`: the story of the seed documents, told by the real dispatcher against a
-//! temporary SQLite database and the built-in [`FakeProvider`] on 127.0.0.1.
+//! temporary SQLite database and the built-in [`FakeProvider`] on 127.0.0.1 — the four
+//! cases the buyer asks about, and what happens to an outcome nobody can know.
 //!
 //! 1. A keyed refund whose response is lost after the provider applied it is retried with
 //!    the same idempotency key and has one effect.
-//! 2. The same operation id with changed arguments is a conflict; with the same arguments
+//! 2. Concurrent retries of one operation (parallel enqueues, two dispatchers stepping at
+//!    once) give one intent, one claim and one effect.
+//! 3. The same operation id with changed arguments is a conflict; with the same arguments
 //!    it is a replay (a receipt); a new operation id is a second, legitimate intent.
-//! 3. A `not_idempotent` notification that times out after applying lands in
+//! 4. Another tenant supplying the first tenant's idempotency key gets its own intent and
+//!    its own provider effect, never the first tenant's.
+//! 5. A `not_idempotent` notification that times out after applying lands in
 //!    reconciliation (`unknown`), is not resent, and is resolved by a person.
 //!
+//! After each scene the outbox rows and the provider's effects are printed (`records`).
 //! The dispatcher is driven step by step ([`Dispatcher::run_once`]); the only waits are the
 //! provider's injected delay and a scheduled retry's backoff (configured as 1 ms). The
 //! demo ends with a summary and the invariant checker's counts ([`crate::checker`]).
-//! Files: `dir` (the temporary directory), `narrate` (output), `scenes` (the story),
-//! `resolve` (the operator's resolution), `summary` (the closing table).
+//! Files: `dir` (the temporary directory), `narrate` (output), `scenes`, `concurrency`
+//! and `tenants` (the story), `records` (rows and effects), `resolve` (the operator's
+//! resolution), `summary` (the closing table).
 
+mod concurrency;
 mod dir;
 mod narrate;
+mod records;
 mod resolve;
 mod scenes;
 mod summary;
+mod tenants;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -122,6 +132,8 @@ struct Demo<'o> {
     provider: FakeProvider,
     actions: Arc<ActionTable>,
     dispatcher: Dispatcher,
+    /// Promises the story saw broken (besides the checker's counts); the demo fails if any.
+    violations: Vec<String>,
 }
 
 impl Demo<'_> {
@@ -196,9 +208,16 @@ async fn tell(
         provider: provider.clone(),
         actions,
         dispatcher,
+        violations: Vec::new(),
     };
-    scenes::lost_response(&mut demo).await?;
+    let refund = scenes::lost_response(&mut demo).await?;
+    concurrency::concurrent_retries(&mut demo).await?;
     scenes::conflict_and_replay(&mut demo).await?;
+    tenants::key_from_another_tenant(&mut demo, refund).await?;
     scenes::unknown_outcome(&mut demo).await?;
-    summary::print(&mut demo).await
+    let report = summary::print(&mut demo).await?;
+    match demo.violations.first() {
+        Some(first) => Err(DemoError::OffScript(first.clone())),
+        None => Ok(report),
+    }
 }

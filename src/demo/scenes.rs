@@ -1,4 +1,4 @@
-//! The three scenes of the demo, each driving the real dispatcher one step at a time and
+//! Scenes 1, 3 and 5 of the demo (2 is `concurrency`, 4 is `tenants`), each driving the real dispatcher one step at a time and
 //! saying what the outbox and the provider recorded after every step.
 
 use serde_json::json;
@@ -23,7 +23,7 @@ fn refund(op: &str, amount: u32) -> NewIntent {
 }
 
 impl Demo<'_> {
-    async fn intent(&self, id: IntentId) -> Result<IntentRow, DemoError> {
+    pub(super) async fn intent(&self, id: IntentId) -> Result<IntentRow, DemoError> {
         self.store
             .get_intent(id)
             .await?
@@ -32,7 +32,7 @@ impl Demo<'_> {
 
     /// Runs one step and tells what happened to intent `id`: its latest attempt, its
     /// state, and what the provider holds for its key.
-    async fn step_and_tell(&mut self, id: IntentId) -> Result<IntentRow, DemoError> {
+    pub(super) async fn step_and_tell(&mut self, id: IntentId) -> Result<IntentRow, DemoError> {
         self.step().await?;
         let attempts = self.store.list_attempts(id).await?;
         if let Some(a) = attempts.last() {
@@ -62,7 +62,7 @@ impl Demo<'_> {
         Ok(row)
     }
 
-    fn expect_state(row: &IntentRow, state: IntentState) -> Result<(), DemoError> {
+    pub(super) fn expect_state(row: &IntentRow, state: IntentState) -> Result<(), DemoError> {
         if row.state == state {
             Ok(())
         } else {
@@ -76,7 +76,8 @@ impl Demo<'_> {
 
 /// Scene 1: the provider applies a keyed refund and the response is lost; the retry
 /// carries the same key and the provider answers from its record.
-pub(super) async fn lost_response(d: &mut Demo<'_>) -> Result<(), DemoError> {
+/// Returns the refund's intent id (scene 4 reuses its key from another tenant).
+pub(super) async fn lost_response(d: &mut Demo<'_>) -> Result<IntentId, DemoError> {
     d.n.chapter("1. A refund whose response is lost after the provider applied it")?;
     let receipt = d.enqueue(refund("refund-order-1001", 1250)).await?;
     let key = receipt.idempotency_key.clone();
@@ -103,13 +104,14 @@ pub(super) async fn lost_response(d: &mut Demo<'_>) -> Result<(), DemoError> {
         "delivered with provider reference {}: two requests, one refund",
         row.provider_ref.as_deref().unwrap_or("-")
     ))?;
-    Ok(())
+    d.print_records(&[receipt.intent_id]).await?;
+    Ok(receipt.intent_id)
 }
 
 /// Scene 2: the operation id is the identity; changed arguments conflict, the same
 /// arguments replay, a new operation id is a new intent.
 pub(super) async fn conflict_and_replay(d: &mut Demo<'_>) -> Result<(), DemoError> {
-    d.n.chapter("2. The same operation id again")?;
+    d.n.chapter("3. The same operation id again: a changed payload, a replay, a new id")?;
     d.n.say("enqueue refund-order-1001 again with a changed amount (1250 → 9999):")?;
     match d.enqueue(refund("refund-order-1001", 9999)).await {
         Err(e @ EnqueueError::Conflict { .. }) => d.n.say(format!("  error: {e}"))?,
@@ -143,13 +145,13 @@ pub(super) async fn conflict_and_replay(d: &mut Demo<'_>) -> Result<(), DemoErro
     ))?;
     let row = d.step_and_tell(second.intent_id).await?;
     Demo::expect_state(&row, IntentState::Delivered)?;
-    Ok(())
+    d.print_records(&[replay.intent_id, second.intent_id]).await
 }
 
 /// Scene 3: a notification without deduplication times out after the provider applied
 /// it; outboxd does not resend it, opens a reconciliation item, and a person resolves it.
 pub(super) async fn unknown_outcome(d: &mut Demo<'_>) -> Result<(), DemoError> {
-    d.n.chapter("3. A notification (not_idempotent) that times out after it was sent")?;
+    d.n.chapter("5. A notification (not_idempotent) that times out after it was sent")?;
     let intent = NewIntent::new(
         TENANT,
         "notify-order-1001",
@@ -212,5 +214,5 @@ async fn resolve_by_a_person(d: &mut Demo<'_>, id: IntentId, key: &str) -> Resul
         resolution.at.format("%Y-%m-%d %H:%M:%S UTC")
     ))?;
     d.n.say(format!("  why: {}", resolution.why))?;
-    Ok(())
+    d.print_records(&[id]).await
 }

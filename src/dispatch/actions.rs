@@ -78,15 +78,33 @@ pub struct PathFields<'a> {
 }
 
 /// Fills `{tenant}`, `{operation_id}`, `{idempotency_key}` and `{intent_id}` (the names in
-/// [`crate::config::PROBE_PLACEHOLDERS`]) in `template`,
-/// percent-encoding each value so it stays one path segment or query value.
+/// [`crate::config::PROBE_PLACEHOLDERS`]) in `template`, percent-encoding each value with
+/// [`encode_segment`] so it stays one path segment or query value whatever it contains.
+/// (A value of `.` or `..` alone in a segment is still a dot segment to URL parsers,
+/// encoded or not; the client refuses to send such a path.)
 pub fn render_path(template: &str, fields: PathFields<'_>) -> String {
-    let encode = |v: &str| url::form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>();
+    let encode = encode_segment;
     template
         .replace("{tenant}", &encode(fields.tenant))
         .replace("{operation_id}", &encode(fields.operation_id))
         .replace("{idempotency_key}", &encode(fields.idempotency_key))
         .replace("{intent_id}", &fields.intent_id.to_string())
+}
+
+/// Strict percent-encoding for a path segment: every byte except the RFC 3986 unreserved
+/// `ALPHA / DIGIT / - / _ / ~` becomes `%XX` — `.` included (so `..` cannot survive as
+/// text), and `/ ? # % +`, spaces and non-ASCII bytes, so no value can add a segment, a
+/// query, a fragment or an escape.
+pub fn encode_segment(value: &str) -> String {
+    let mut encoded = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'~') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
 }
 
 #[cfg(test)]
@@ -106,8 +124,18 @@ mod tests {
                 "/t/{tenant}/ops/{operation_id}?key={idempotency_key}&i={intent_id}",
                 fields
             ),
-            "/t/acme+corp/ops/op%2F42?key=obx1_ab&i=7"
+            "/t/acme%20corp/ops/op%2F42?key=obx1_ab&i=7"
         );
         assert_eq!(render_path("/v1/refunds", fields), "/v1/refunds");
+        let dots = PathFields {
+            tenant: "..",
+            operation_id: "a.b+c",
+            idempotency_key: "{tenant}",
+            intent_id: 7,
+        };
+        assert_eq!(
+            render_path("/{tenant}/{operation_id}/{idempotency_key}", dots),
+            "/%2E%2E/a%2Eb%2Bc/%7Btenant%7D"
+        );
     }
 }

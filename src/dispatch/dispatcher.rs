@@ -166,6 +166,11 @@ impl Dispatcher {
         }
     }
 
+    /// Whether a shutdown signal has been seen (no new request starts any more).
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
     /// One step: take over expired leases, claim a batch, deliver it, record the outcomes.
     pub async fn run_once(&self) -> Result<StepReport, StoreError> {
         self.step(true).await
@@ -323,7 +328,11 @@ impl Dispatcher {
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(2));
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // The releases do not depend on the outcomes: hand them back anyway.
+                    let _ = self.release_retrying(&releases, give_up_at).await;
+                    return Err(e);
+                }
             }
         };
         for (outcome, result) in outcomes.iter().zip(results) {
@@ -341,11 +350,39 @@ impl Dispatcher {
                 (_, Transition::Unknown { .. }) => report.unknown += 1,
             }
         }
-        if !releases.is_empty() {
-            self.store.release_claims(&releases, Utc::now()).await?;
-            report.released += releases.len();
-        }
+        self.release_retrying(&releases, give_up_at).await?;
+        report.released += releases.len();
         Ok(())
+    }
+
+    /// Hands unsent claims back, retrying database errors until `give_up_at` (while their
+    /// leases still hold). A claim not handed back stays leased until it expires and is
+    /// then judged an ambiguous attempt — for a `not_idempotent` action a reconciliation
+    /// item for a request that was never sent — so giving up is logged as an error.
+    async fn release_retrying(
+        &self,
+        releases: &[Release],
+        give_up_at: tokio::time::Instant,
+    ) -> Result<(), StoreError> {
+        if releases.is_empty() {
+            return Ok(());
+        }
+        let mut delay = Duration::from_millis(50);
+        loop {
+            match self.store.release_claims(releases, Utc::now()).await {
+                Ok(()) => return Ok(()),
+                Err(e) if tokio::time::Instant::now() + delay < give_up_at => {
+                    tracing::warn!(error = %e, releases = releases.len(), "handing back unsent claims failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => {
+                    let ids: Vec<_> = releases.iter().map(|r| r.intent_id).collect();
+                    tracing::error!(error = %e, intent_ids = ?ids, "could not hand back unsent claims: when their leases expire they will be treated as ambiguous attempts although they were never sent");
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// The position the next claim starts after (None: from the start).

@@ -24,6 +24,8 @@ mod observe;
 use observe::{observe_response, observe_send_error};
 
 #[cfg(test)]
+mod path_tests;
+#[cfg(test)]
 mod test_server;
 #[cfg(test)]
 mod tests;
@@ -126,6 +128,14 @@ impl ProviderClient {
     /// Sends one attempt and reports what was observed. Never retries, never follows a
     /// redirect; the caller classifies the observation.
     pub async fn send(&self, request: &DeliveryRequest) -> Observation {
+        if let Some(segment) = dot_segment(&request.path) {
+            return Observation::Refused {
+                reason: format!(
+                    "the path has a {segment:?} segment, which URL parsing would remove \
+                     (a placeholder value of \".\" or \"..\")"
+                ),
+            };
+        }
         let url = url_for(&self.base_url, &request.path);
         if !self.allow_private_addresses {
             if let Err(refused) = check_literal_host(&url) {
@@ -230,6 +240,16 @@ fn extra_headers(
         headers.append(header_name, header_value);
     }
     Ok(headers)
+}
+
+/// The first segment of `path` (before any `?query`) that URL parsers treat as `.` or
+/// `..` — also when percent-encoded (`%2E`, `.%2e`, ...) — and would collapse.
+fn dot_segment(path: &str) -> Option<&str> {
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    path.split(['/', '\\']).find(|segment| {
+        let lower = segment.to_ascii_lowercase().replace("%2e", ".");
+        lower == "." || lower == ".."
+    })
 }
 
 /// `base` with `path` appended to its path (never replacing its host, unlike `Url::join`);

@@ -58,14 +58,34 @@ pub enum ConnectError {
     },
 }
 
-/// Hides a password in a URL for error messages and logs.
+/// Hides every password in a database URL for error messages and logs: the userinfo
+/// password (`user:password@`) and `password=` / `sslpassword=` query parameters. The one
+/// rule lives in [`crate::config::redact_url_password`]; this is its name for store code.
 pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("REDACTED"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
+    crate::config::redact_url_password(url)
+}
+
+/// `url` without `sslpassword` query parameters: the driver does not support them and
+/// would log the ignored parameter *with its value*. Warns (without the value) instead.
+fn without_unsupported_secrets(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let (query, fragment) = query.split_at(query.find('#').unwrap_or(query.len()));
+    let (dropped, kept): (Vec<&str>, Vec<&str>) = query.split('&').partition(|param| {
+        let name = param.split('=').next().unwrap_or_default();
+        name.eq_ignore_ascii_case("sslpassword")
+    });
+    if dropped.is_empty() {
+        return url.to_owned();
+    }
+    tracing::warn!(
+        "database.url: sslpassword is not supported by the PostgreSQL driver and is ignored"
+    );
+    if kept.is_empty() {
+        format!("{base}{fragment}")
+    } else {
+        format!("{base}?{}{fragment}", kept.join("&"))
     }
 }
 
@@ -77,6 +97,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Database, Connec
     };
     match DatabaseUrl::parse(url)? {
         DatabaseUrl::Postgres(url) => {
+            let url = without_unsupported_secrets(&url);
             let options = PgConnectOptions::from_str(&url).map_err(open_err)?;
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections.max(2))
@@ -136,5 +157,73 @@ impl Database {
             Database::Postgres(pool) => pool.close().await,
             Database::Sqlite(pool) => pool.close().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_url_hides_every_password() {
+        let cases = [
+            (
+                "postgres://u@h/db?password=secret",
+                "postgres://u@h/db?password=[REDACTED]",
+            ),
+            (
+                "postgres://u@h/db?sslmode=require&sslpassword=secret",
+                "postgres://u@h/db?sslmode=require&sslpassword=[REDACTED]",
+            ),
+            (
+                "postgresql://u:secret@h:5432/db?application_name=x",
+                "postgresql://u:[REDACTED]@h:5432/db?application_name=x",
+            ),
+            (
+                "postgres://u:secret@h/db?Password=secret2",
+                "postgres://u:[REDACTED]@h/db?Password=[REDACTED]",
+            ),
+            ("sqlite://outboxd.db", "sqlite://outboxd.db"),
+        ];
+        for (url, expected) in cases {
+            let redacted = redact_url(url);
+            assert_eq!(redacted, expected, "{url}");
+            assert!(!redacted.contains("secret"), "{redacted}");
+        }
+    }
+
+    #[test]
+    fn sslpassword_never_reaches_the_driver() {
+        assert_eq!(
+            without_unsupported_secrets("postgres://u@h/db?sslmode=require&SSLPassword=x&a=1"),
+            "postgres://u@h/db?sslmode=require&a=1"
+        );
+        assert_eq!(
+            without_unsupported_secrets("postgres://u@h/db?sslpassword=x"),
+            "postgres://u@h/db"
+        );
+        assert_eq!(
+            without_unsupported_secrets("postgres://u@h/db?password=x"),
+            "postgres://u@h/db?password=x"
+        );
+    }
+
+    #[tokio::test]
+    async fn connection_errors_hide_query_passwords() {
+        // A listener that hangs up at once: the driver fails without retrying (a refused
+        // connection would be retried until the acquire timeout).
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                drop(socket);
+            }
+        });
+        let url = format!("postgres://u@127.0.0.1:{port}/db?password=hunter2secret");
+        let url = url.as_str();
+        let error = connect(url, 2).await.unwrap_err();
+        let shown = format!("{error} / {error:?}");
+        assert!(!shown.contains("hunter2secret"), "{shown}");
+        assert!(shown.contains("[REDACTED]"), "{shown}");
     }
 }

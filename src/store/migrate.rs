@@ -21,9 +21,11 @@ pub struct Migration {
 }
 
 impl Migration {
-    /// sha256 of the SQL text, stored so an edited, already applied migration is detected.
+    /// sha256 of the SQL text with line endings normalised to LF, stored so an edited,
+    /// already applied migration is detected — and a CRLF checkout of the same files
+    /// (Windows, `core.autocrlf`) is not mistaken for an edit.
     pub fn checksum(&self) -> String {
-        hex::encode(Sha256::digest(self.sql.as_bytes()))
+        hex::encode(Sha256::digest(self.sql.replace("\r\n", "\n").as_bytes()))
     }
 }
 
@@ -310,6 +312,18 @@ pub async fn current_version_sqlite(pool: &SqlitePool) -> Result<i64, sqlx::Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checksum_of_a_crlf_checkout_equals_the_lf_one() {
+        for m in POSTGRES.iter().chain(SQLITE) {
+            let lf = m.sql.replace("\r\n", "\n");
+            let crlf: &'static str = Box::leak(lf.replace('\n', "\r\n").into_boxed_str());
+            let checked_out = Migration { sql: crlf, ..*m };
+            assert_eq!(checked_out.checksum(), m.checksum(), "{}", m.name);
+            // Databases migrated by earlier builds stored the sha256 of the LF text.
+            assert_eq!(m.checksum(), hex::encode(Sha256::digest(lf.as_bytes())));
+        }
+    }
 
     #[test]
     fn backends_are_paired() {

@@ -20,7 +20,7 @@ async fn sign_in_sets_a_strict_http_only_cookie(t: &TestDb) {
         .await;
     assert_eq!(ok.status, StatusCode::SEE_OTHER);
     for flag in [
-        "outboxd_token=",
+        "outboxd_session=",
         "HttpOnly",
         "SameSite=Strict",
         "Path=/review",
@@ -62,6 +62,84 @@ async fn sign_in_sets_a_strict_http_only_cookie(t: &TestDb) {
         .await;
     assert_eq!(out.location(), "/review");
     assert!(out.set_cookie().contains("Max-Age=0"));
+}
+
+/// The session cookie is an opaque value made by the server: it is neither the token nor
+/// an encoding of it, and it is no credential for the JSON API.
+async fn the_session_cookie_is_not_the_token(t: &TestDb) {
+    use base64::Engine as _;
+    let server = AdminServer::start(&t.db).await;
+    let ok = Page::anonymous(&server)
+        .post("/review/login", &[("token", ACME_OPS)])
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER);
+    let pair = ok.set_cookie().split(';').next().unwrap().to_owned();
+    let value = pair.split_once('=').unwrap().1.to_owned();
+    assert!(!value.is_empty(), "{pair}");
+    for engine in [
+        base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        base64::engine::general_purpose::STANDARD_NO_PAD,
+    ] {
+        let decoded = engine.decode(value.as_bytes()).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&decoded).contains(ACME_OPS),
+            "the cookie {pair} is an encoding of the token"
+        );
+    }
+    assert!(!value.contains(ACME_OPS));
+    // The cookie signs the page in...
+    let page = Page::sign_in(&server, ACME_OPS).await;
+    assert!(page.get("/review").await.text.contains("acme-ops"));
+    // ...but is no bearer token.
+    let (status, _) = server.api(Some(&value)).get("/v1/intents").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+/// After too many failed sign-ins from one client, sign-in answers 429 (even with a valid
+/// token) with a message saying when to try again.
+async fn failed_sign_ins_are_throttled(t: &TestDb) {
+    let server = AdminServer::start(&t.db).await;
+    let anonymous = Page::anonymous(&server);
+    for i in 0..10 {
+        let bad = anonymous
+            .post("/review/login", &[("token", &format!("guess-{i:020}"))])
+            .await;
+        assert_eq!(bad.status, StatusCode::UNAUTHORIZED, "guess {i}");
+    }
+    let throttled = anonymous
+        .post("/review/login", &[("token", ACME_OPS)])
+        .await;
+    assert_eq!(throttled.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        throttled.text.contains("Too many failed sign-ins"),
+        "{}",
+        throttled.text
+    );
+    assert!(throttled.headers.contains_key("retry-after"));
+    assert_eq!(throttled.set_cookie(), "");
+}
+
+/// `[admin] cookie_secure = true` adds `Secure` to the session cookie (TLS deployments).
+async fn the_cookie_is_secure_when_configured(t: &TestDb) {
+    let plain = AdminServer::start(&t.db).await;
+    let ok = Page::anonymous(&plain)
+        .post("/review/login", &[("token", ACME_OPS)])
+        .await;
+    assert!(!ok.set_cookie().contains("Secure"), "{}", ok.set_cookie());
+    let secure = AdminServer::start_with(&t.db, |ctx| ctx.with_cookie_secure(true)).await;
+    let ok = Page::anonymous(&secure)
+        .post("/review/login", &[("token", ACME_OPS)])
+        .await;
+    assert!(ok.set_cookie().contains("; Secure"), "{}", ok.set_cookie());
+    let out = Page::sign_in(&secure, ACME_OPS)
+        .await
+        .post("/review/logout", &[])
+        .await;
+    assert!(
+        out.set_cookie().contains("; Secure"),
+        "{}",
+        out.set_cookie()
+    );
 }
 
 async fn pages_without_a_session_ask_to_sign_in(t: &TestDb) {
@@ -324,6 +402,9 @@ async fn other_tenants_are_invisible_on_every_page(t: &TestDb) {
 
 crate::both_backends!(
     sign_in_sets_a_strict_http_only_cookie,
+    the_session_cookie_is_not_the_token,
+    failed_sign_ins_are_throttled,
+    the_cookie_is_secure_when_configured,
     pages_without_a_session_ask_to_sign_in,
     resolving_needs_this_sessions_csrf_field,
     a_late_resolution_is_told_who_was_first,

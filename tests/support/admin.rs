@@ -67,13 +67,23 @@ pub struct AdminServer {
 impl AdminServer {
     /// Serves the admin router on `db` with [`test_tokens`].
     pub async fn start(db: &Database) -> AdminServer {
+        Self::start_with(db, |ctx| ctx).await
+    }
+
+    /// Like [`AdminServer::start`], with the context changed by `configure` first.
+    pub async fn start_with(
+        db: &Database,
+        configure: impl FnOnce(AdminContext) -> AdminContext,
+    ) -> AdminServer {
         let wake = Arc::new(Notify::new());
-        let app = router(AdminContext::new(db.clone(), test_tokens(), wake.clone()));
+        let ctx = configure(AdminContext::new(db.clone(), test_tokens(), wake.clone()));
+        let app = router(ctx);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
             axum::serve(listener, app).await.expect("admin server");
         });
         AdminServer { base, wake, task }

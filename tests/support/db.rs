@@ -79,9 +79,9 @@ impl TestDb {
         let admin = match connect(&base_url, 2).await {
             Ok(admin) => admin,
             Err(e) if !require_postgres() => {
-                eprintln!(
-                    "!!! PostgreSQL unavailable ({e}); SKIPPING the PostgreSQL half of this test"
-                );
+                super::announce_skip(&format!(
+                    "PostgreSQL unavailable ({e}); SKIPPING the PostgreSQL half of this test"
+                ));
                 return None;
             }
             Err(e) => {

@@ -14,6 +14,15 @@ pub mod webdriver;
 
 pub use db::TestDb;
 
+/// Tells the person running the suite that (part of) a test was skipped, on the terminal:
+/// written to the process's stderr directly, because libtest captures `eprintln!` and
+/// discards the capture of a passing test.
+pub fn announce_skip(message: &str) {
+    use std::io::Write as _;
+    let line = "!".repeat(78);
+    let _ = writeln!(std::io::stderr().lock(), "\n{line}\n!!! {message}\n{line}");
+}
+
 /// Runs each named `async fn name(db: &TestDb)` on SQLite and on PostgreSQL.
 #[macro_export]
 macro_rules! both_backends {

@@ -4,7 +4,8 @@
 //! (navigate, find by CSS, type, click, read text and source, screenshot).
 //!
 //! When Chromium or chromedriver is missing, [`Browser::start`] returns `None` after a loud
-//! message, unless `OUTBOXD_REQUIRE_BROWSER=1` (CI), where it panics.
+//! message on the terminal (past libtest's capture), unless `OUTBOXD_REQUIRE_BROWSER=1`
+//! (CI), where it panics.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -17,6 +18,9 @@ use serde_json::{json, Value};
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 /// See [`CHROMIUM`].
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// Environment variable naming another Chromium binary (tests use it to make the browser
+/// unavailable on purpose).
+pub const CHROMIUM_ENV: &str = "OUTBOXD_TEST_CHROMIUM";
 /// The W3C element reference key.
 const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 /// How long to wait for the driver to come up and for page conditions.
@@ -39,10 +43,11 @@ impl Browser {
     /// Starts chromedriver and a headless session, or `None` (loudly) when the browser is
     /// not installed and not required.
     pub async fn start() -> Option<Browser> {
-        if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
-            let msg = format!("{CHROMIUM} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)");
+        let chromium = std::env::var(CHROMIUM_ENV).unwrap_or_else(|_| CHROMIUM.to_owned());
+        if !Path::new(&chromium).exists() || !Path::new(CHROMEDRIVER).exists() {
+            let msg = format!("{chromium} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)");
             assert!(!require_browser(), "OUTBOXD_REQUIRE_BROWSER=1 but {msg}");
-            eprintln!("!!! {msg}; SKIPPING the headless-browser test");
+            crate::support::announce_skip(&format!("{msg}; SKIPPING the headless-browser test"));
             return None;
         }
         let port = free_port();

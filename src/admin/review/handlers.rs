@@ -2,11 +2,13 @@
 //! (POST, checked for CSRF, then redirect), and the audit log. Reads and the resolution go
 //! through the same scoped operations as the JSON API.
 
+use std::net::SocketAddr;
+
 use axum::extract::rejection::FormRejection;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use axum::Form;
+use axum::{Extension, Form};
 use chrono::Utc;
 use serde::Deserialize;
 
@@ -102,9 +104,11 @@ pub(super) struct LoginForm {
     token: Option<String>,
 }
 
-/// `POST /review/login`: a valid token sets the session cookie and redirects to the queue.
+/// `POST /review/login`: a valid token sets the session cookie and redirects to the queue;
+/// a client with too many recent failures gets `429` whatever it sends.
 pub(super) async fn login(
     State(ctx): State<AdminContext>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Response {
@@ -114,23 +118,48 @@ pub(super) async fn login(
             pages::login(Some("Sign-in requests from other sites are refused.")),
         );
     }
+    let client = client.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let now = std::time::Instant::now();
+    if let Err(wait) = ctx.sign_ins.check(client, now) {
+        tracing::warn!(client = ?client, "review page sign-in throttled after repeated failures");
+        return too_many_failures(wait);
+    }
     let token = form.ok().and_then(|Form(f)| f.token).unwrap_or_default();
     let token = token.trim();
     match authenticate(&ctx.tokens, token) {
         Some(caller) => {
             tracing::info!(who = %caller.name, "review page sign-in");
-            redirect("/review", Some(session_cookie(token)))
+            redirect("/review", Some(session_cookie(&ctx, token)))
         }
-        None => page(
-            StatusCode::UNAUTHORIZED,
-            pages::login(Some("That token is not valid.")),
-        ),
+        None => {
+            ctx.sign_ins.record_failure(client, now);
+            tracing::warn!(client = ?client, "review page sign-in with an invalid token");
+            page(
+                StatusCode::UNAUTHORIZED,
+                pages::login(Some("That token is not valid.")),
+            )
+        }
     }
 }
 
+/// The `429` answer of a throttled sign-in, saying when to try again.
+fn too_many_failures(wait: std::time::Duration) -> Response {
+    let minutes = wait.as_secs().div_ceil(60).max(1);
+    let message =
+        format!("Too many failed sign-ins from this address. Try again in {minutes} minute(s).");
+    let mut response = page(
+        StatusCode::TOO_MANY_REQUESTS,
+        pages::login(Some(message.as_str())),
+    );
+    response
+        .headers_mut()
+        .insert("retry-after", HeaderValue::from(wait.as_secs().max(1)));
+    response
+}
+
 /// `POST /review/logout`: clears the cookie (no CSRF check: signing out is harmless).
-pub(super) async fn logout() -> Response {
-    redirect("/review", Some(expired_cookie()))
+pub(super) async fn logout(State(ctx): State<AdminContext>) -> Response {
+    redirect("/review", Some(expired_cookie(&ctx)))
 }
 
 /// Query of the item page.

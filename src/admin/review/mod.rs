@@ -2,15 +2,21 @@
 //! token, the reconciliation queue, one item with its attempt history and the three
 //! resolutions, and the audit log. No JavaScript, no front-end build.
 //!
-//! The session is the token itself in the `outboxd_token` cookie (`HttpOnly`,
-//! `SameSite=Strict`, `Path=/review`, base64url-encoded); every request re-authenticates it
-//! exactly like a bearer token, so revoking a token in the configuration ends its sessions.
-//! State-changing forms carry a `csrf` field (HMAC of the token under a per-process key,
-//! see [`crate::admin`]). Mutations use POST and redirect after success.
+//! The session is the `outboxd_session` cookie (`HttpOnly`, `SameSite=Strict`,
+//! `Path=/review`, `Secure` when configured): `<expiry>.<HMAC of the token and the expiry
+//! under a per-process key>`, never the token. Every request matches it against every
+//! configured token, so revoking a token in the configuration ends its sessions, and a
+//! session ends at its expiry whatever the browser keeps. State-changing forms carry a
+//! `csrf` field (an HMAC of the token under the same key, see [`crate::admin`]). Failed
+//! sign-ins are throttled per client (`throttle`). Mutations use POST and redirect after
+//! success.
 
 mod handlers;
 mod html;
 mod pages;
+mod throttle;
+
+pub(super) use throttle::SignInThrottle;
 
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, COOKIE, REFERRER_POLICY, SET_COOKIE,
@@ -20,8 +26,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
@@ -30,7 +34,7 @@ use super::auth::{authenticate, Caller};
 use super::AdminContext;
 
 /// Name of the session cookie.
-pub(crate) const COOKIE_NAME: &str = "outboxd_token";
+pub(crate) const COOKIE_NAME: &str = "outboxd_session";
 /// How long a session cookie lives, in seconds (12 hours).
 const SESSION_SECONDS: u32 = 12 * 3600;
 
@@ -64,21 +68,58 @@ pub(super) fn session(ctx: &AdminContext, headers: &HeaderMap) -> Option<Session
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE_NAME)
         .map(|(_, value)| value)?;
-    let token = String::from_utf8(URL_SAFE_NO_PAD.decode(encoded).ok()?).ok()?;
-    let caller = authenticate(&ctx.tokens, &token)?;
+    let (expires, _) = encoded.split_once('.')?;
+    let expires: i64 = expires.parse().ok()?;
+    if expires <= chrono::Utc::now().timestamp() {
+        return None;
+    }
+    // Every configured token is tried (no early exit), like `authenticate`.
+    let mut found = None;
+    for configured in ctx.tokens.iter() {
+        let Some(token) = configured.token.as_ref().filter(|t| !t.is_empty()) else {
+            continue;
+        };
+        let expected = session_value(ctx, token.expose(), expires);
+        let same = expected.len() == encoded.len()
+            && bool::from(expected.as_bytes().ct_eq(encoded.as_bytes()));
+        if same && found.is_none() {
+            found = Some(token.expose());
+        }
+    }
+    let token = found?;
+    let caller = authenticate(&ctx.tokens, token)?;
     Some(Session {
         caller,
-        csrf: csrf_value(ctx, &token),
+        csrf: csrf_value(ctx, token),
     })
+}
+
+/// HMAC-SHA256 under the per-process review key of `label`, then each part NUL-separated.
+fn review_mac(ctx: &AdminContext, label: &[u8], parts: &[&[u8]]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(ctx.review_key.as_slice())
+        .expect("HMAC accepts any key length");
+    mac.update(label);
+    for part in parts {
+        mac.update(b"\0");
+        mac.update(part);
+    }
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// The session cookie's value for `token` until `expires` (Unix seconds).
+fn session_value(ctx: &AdminContext, token: &str, expires: i64) -> String {
+    let expires_text = expires.to_string();
+    let mac = review_mac(
+        ctx,
+        b"outboxd.review.session.v1",
+        &[expires_text.as_bytes(), token.as_bytes()],
+    );
+    format!("{expires_text}.{mac}")
 }
 
 /// The CSRF field for a session with `token`.
 fn csrf_value(ctx: &AdminContext, token: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(ctx.csrf_key.as_slice())
-        .expect("HMAC accepts any key length");
-    mac.update(b"outboxd.review.csrf.v1\0");
-    mac.update(token.as_bytes());
-    hex::encode(mac.finalize().into_bytes())
+    review_mac(ctx, b"outboxd.review.csrf.v1", &[token.as_bytes()])
 }
 
 impl Session {
@@ -90,17 +131,30 @@ impl Session {
     }
 }
 
-/// The `Set-Cookie` value that signs `token` in.
-fn session_cookie(token: &str) -> String {
+/// The `Set-Cookie` value that signs `token` in for [`SESSION_SECONDS`].
+fn session_cookie(ctx: &AdminContext, token: &str) -> String {
+    let expires = chrono::Utc::now().timestamp() + i64::from(SESSION_SECONDS);
     format!(
-        "{COOKIE_NAME}={}; Path=/review; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECONDS}",
-        URL_SAFE_NO_PAD.encode(token.as_bytes())
+        "{COOKIE_NAME}={}; Path=/review; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECONDS}{}",
+        session_value(ctx, token, expires),
+        secure_attribute(ctx)
     )
 }
 
 /// The `Set-Cookie` value that signs out.
-fn expired_cookie() -> String {
-    format!("{COOKIE_NAME}=; Path=/review; HttpOnly; SameSite=Strict; Max-Age=0")
+fn expired_cookie(ctx: &AdminContext) -> String {
+    format!(
+        "{COOKIE_NAME}=; Path=/review; HttpOnly; SameSite=Strict; Max-Age=0{}",
+        secure_attribute(ctx)
+    )
+}
+
+fn secure_attribute(ctx: &AdminContext) -> &'static str {
+    if ctx.cookie_secure {
+        "; Secure"
+    } else {
+        ""
+    }
 }
 
 /// Whether the browser says the request came from another site.

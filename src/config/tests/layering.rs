@@ -227,3 +227,12 @@ fn effective_toml_round_trips_without_secrets() {
         assert_eq!(again, config, "{text}");
     }
 }
+
+#[test]
+fn admin_cookie_secure_is_off_by_default_and_can_be_turned_on() {
+    let default = Config::default().effective_toml_redacted();
+    assert!(default.contains("cookie_secure = false"), "{default}");
+    let loaded = load_ok("[admin]\ncookie_secure = true\n", &[]);
+    let effective = loaded.config.effective_toml_redacted();
+    assert!(effective.contains("cookie_secure = true"), "{effective}");
+}

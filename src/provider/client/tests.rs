@@ -210,7 +210,7 @@ async fn private_addresses_are_refused_without_reaching_the_listener() {
     let Observation::Refused { reason } = &observation else {
         panic!("{observation:?}")
     };
-    assert!(reason.contains("loopback"), "{reason}");
+    assert!(reason.contains("Loopback"), "{reason}");
     assert_eq!(class_of(&client, &observation), AttemptClass::NotSent);
 
     // The allowed client's connection is the first and only one the listener ever saw.
