@@ -206,18 +206,24 @@ pub async fn claims_held_by(db: &Database, owner: &str) -> i64 {
     scalar(db, &sql).await
 }
 
+/// How long a frozen daemon's last statement, already sent, may take to finish on the
+/// server (it may record the outcomes of the attempts we are about to count).
+const STATEMENT_SETTLE: Duration = Duration::from_millis(200);
+
 /// SIGKILLs `daemon` (dispatcher `owner`) while it has attempts open: freezes it (SIGSTOP),
-/// counts its open attempts, and kills it frozen if there are any, else lets it run a
-/// little and tries again, up to `limit`. Returns the open attempts it died with (0: it
-/// never had any within `limit`).
+/// lets a statement it already sent finish, counts its open attempts, and kills it frozen
+/// if there are any, else lets it run a little and tries again, up to `limit`. Returns the
+/// open attempts it left behind, counted after the kill (0: it never had any within
+/// `limit`).
 pub async fn kill_mid_attempt(daemon: Daemon, db: &Database, owner: &str, limit: Duration) -> i64 {
     let until = Instant::now() + limit;
     loop {
         daemon.signal("STOP");
+        tokio::time::sleep(STATEMENT_SETTLE).await;
         let open = claims_held_by(db, owner).await;
         if open > 0 || Instant::now() >= until {
             daemon.kill_hard();
-            return open;
+            return claims_held_by(db, owner).await;
         }
         daemon.signal("CONT");
         tokio::time::sleep(Duration::from_millis(5)).await;
