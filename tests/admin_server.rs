@@ -164,6 +164,13 @@ async fn metrics_follow_dispatcher_and_outbox(t: &TestDb) {
     let d = Dispatcher::new(h.store.clone(), h.actions.clone(), test_settings("metrics"))
         .with_metrics(metrics.clone());
     drive_scenarios(&h, &d).await;
+    // The open item was opened an hour ago: the age gauge must say so (not merely >= 0).
+    support::harness::exec(
+        &h.db,
+        "UPDATE outbox_reconciliation_items SET opened_at = opened_at - 3600000",
+        "UPDATE outbox_reconciliation_items SET opened_at = opened_at - interval '1 hour'",
+    )
+    .await;
     let (server, _state, base) = serve(t.db.clone(), metrics).await;
     let (status, text) = get(&format!("{base}/metrics")).await;
     assert_eq!(status, 200);
@@ -194,7 +201,11 @@ async fn metrics_follow_dispatcher_and_outbox(t: &TestDb) {
     assert_eq!(value("outboxd_intents{state=\"unknown\"}"), 1.0);
     assert_eq!(value("outboxd_intents{state=\"pending\"}"), 1.0);
     assert_eq!(value("outboxd_reconciliation_open_items"), 1.0);
-    assert!(value("outboxd_reconciliation_oldest_age_seconds") >= 0.0);
+    let age = value("outboxd_reconciliation_oldest_age_seconds");
+    assert!(
+        (3600.0..3900.0).contains(&age),
+        "oldest open item age {age}"
+    );
     assert!(value("outboxd_oldest_due_intent_age_seconds") > 0.0);
     assert_eq!(value("outboxd_outbox_stats_refresh_errors_total"), 0.0);
     server.stop().await;

@@ -10,7 +10,7 @@ use outboxd::checker::check;
 use outboxd::fake_provider::{FakeProvider, FakeProviderOptions};
 use outboxd::NewIntent;
 use serde_json::json;
-use support::daemon::{wait_settled, write_config, Daemon};
+use support::daemon::{kill_mid_attempt, log_lines_containing, wait_settled, write_config, Daemon};
 use support::harness::{enqueue_committed, scalar, test_actions, NOTIFY, REFUND};
 use support::TestDb;
 
@@ -48,28 +48,31 @@ async fn sigkill_mid_dispatch_and_restart(t: &TestDb) {
     let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
     provider.set_latency(Duration::from_millis(15));
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "killed", &t.url, &provider);
     let total = 300;
     enqueue_mixed(t, total).await;
     for (round, target) in [40usize, 120, 200].into_iter().enumerate() {
-        let daemon = Daemon::start(&config);
+        // An owner name per process, so the claims counted are this process's own.
+        let owner = format!("killed-{round}");
+        let config = write_config(dir.path(), &owner, &t.url, &provider);
+        let mut daemon = Daemon::start(&config);
         assert!(
             provider
                 .wait_for_requests(target, Duration::from_secs(60))
                 .await,
             "round {round}: daemon made no progress"
         );
-        daemon.kill_hard();
-        let in_flight = scalar(
-            &t.db,
-            "SELECT count(*) FROM outbox_intents WHERE state = 'in_flight'",
-        )
-        .await;
+        daemon.assert_running(&owner);
+        let in_flight = kill_mid_attempt(daemon, &t.db, &owner, Duration::from_secs(30)).await;
         println!(
             "round {round}: killed after {} requests with {in_flight} intents in flight",
             provider.request_count()
         );
+        assert!(
+            in_flight > 0,
+            "round {round}: the daemon was killed with nothing in flight: the test killed nothing mid-attempt"
+        );
     }
+    let config = write_config(dir.path(), "killed-final", &t.url, &provider);
     let daemon = Daemon::start(&config);
     assert!(
         wait_settled(&t.db, Duration::from_secs(90)).await,
@@ -169,9 +172,13 @@ async fn three_replicas_share_one_postgres() {
     assert!(owners >= 2, "the work was shared between replicas");
 }
 
-/// PostgreSQL: an idle daemon is woken by NOTIFY on enqueue, not by its polling fallback —
-/// with a 60 s poll interval, each of several intents enqueued one after another into an
-/// idle daemon is delivered within seconds (no lost wake-up).
+/// What a dispatcher lane logs (at debug) when it found nothing to do and starts waiting.
+const IDLE_LOG: &str = "idle: waiting for a wake-up or the next poll";
+
+/// PostgreSQL: an idle daemon is woken by NOTIFY on enqueue, not by its polling fallback.
+/// One lane, a 60 s poll interval and a 60 s reclaim interval; each intent is enqueued only
+/// once the lane has logged that it is idle (after the previous delivery it stepped again
+/// and found nothing), so nothing but the NOTIFY can make it claim within seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notify_wakes_an_idle_daemon() {
     let Some(t) = TestDb::postgres().await else {
@@ -186,17 +193,38 @@ async fn notify_wakes_an_idle_daemon() {
         .replace(
             "release_expired_every = \"1s\"",
             "release_expired_every = \"60s\"",
+        )
+        .replace("concurrency = 16", "concurrency = 20")
+        .replace(
+            "level = \"warn\"",
+            "level = \"warn,outboxd::dispatch::run_loop=debug\"",
         );
     std::fs::write(&config, text).unwrap();
-    let daemon = Daemon::start(&config);
+    let mut daemon = Daemon::start(&config);
     for i in 0..5 {
+        // Idle once at start, then once after each delivery.
+        let idle = wait_for_log(&config, IDLE_LOG, i + 1, Duration::from_secs(30)).await;
+        daemon.assert_running("listener");
+        assert!(idle, "intent {i}: the daemon never logged that it was idle");
         let intent = NewIntent::new("acme", format!("wake-{i}"), REFUND, json!({"i": i}));
         enqueue_committed(&t.db, intent).await;
         assert!(
             provider.wait_for_effects(i + 1, Duration::from_secs(10)).await,
-            "intent {i} was not delivered within 10 s: the NOTIFY wake-up was lost (polling is every 60 s)"
+            "intent {i} was not delivered within 10 s of enqueue into an idle daemon: the NOTIFY wake-up was lost (polling is every 60 s)"
         );
     }
     assert!(daemon.terminate());
     assert_clean(&t, &provider, "notify").await;
+}
+
+/// Waits (up to `limit`) until the daemon's log has at least `n` lines containing `needle`.
+async fn wait_for_log(config: &std::path::Path, needle: &str, n: usize, limit: Duration) -> bool {
+    let until = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < until {
+        if log_lines_containing(config, needle) >= n {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
 }

@@ -5,27 +5,19 @@ mod support;
 
 use std::time::Duration;
 
-use support::daemon::{log_file, wait_settled};
+use support::daemon::{admin_addr, log_file, wait_settled, TERMINATE_TIMEOUT};
 use support::TestDb;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_serves_health_api_and_review_page() {
     let t = TestDb::sqlite().await;
-    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("admin.toml");
     std::fs::write(
         &config,
         format!(
-            "[database]\nurl = \"{}\"\n[admin]\nlisten = \"127.0.0.1:{port}\"\n\
+            "[database]\nurl = \"{}\"\n[logging]\nformat = \"json\"\nlevel = \"info\"\n\
+             [admin]\nlisten = \"127.0.0.1:0\"\n\
              [[admin.tokens]]\nname = \"ops\"\ntoken_env = \"T_OPS\"\nrole = \"operator\"\ntenants = [\"*\"]\n",
             t.url
         ),
@@ -39,7 +31,9 @@ async fn run_serves_health_api_and_review_page() {
         .spawn()
         .unwrap();
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    // The OS picks the port; the daemon logs the address it bound.
+    let addr = admin_addr(&config, Duration::from_secs(30)).expect("admin server listening");
+    let base = format!("http://{addr}");
     let mut ready = false;
     for _ in 0..100 {
         if let Ok(r) = http.get(format!("{base}/readyz")).send().await {
@@ -90,7 +84,21 @@ async fn run_serves_health_api_and_review_page() {
         .arg("-TERM")
         .arg(child.id().to_string())
         .status();
-    assert!(child.wait().unwrap().success(), "exit 0 after SIGTERM");
+    let until = std::time::Instant::now() + TERMINATE_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= until {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit 0 after SIGTERM: {status:?}"
+    );
     assert!(
         !wait_settled(&t.db, Duration::from_millis(10)).await,
         "the unconfigured intent waits, pending"

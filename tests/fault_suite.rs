@@ -20,7 +20,7 @@ use outboxd::{enqueue, EnqueueError, NewIntent};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use support::daemon::{wait_settled, write_config, Daemon};
+use support::daemon::{kill_mid_attempt, log_lines_containing, wait_settled, write_config, Daemon};
 use support::harness::{test_actions, NOTIFY, REFUND};
 use support::pg_cluster::PgCluster;
 use support::TestDb;
@@ -165,11 +165,106 @@ async fn producer(
     }
 }
 
-/// Waits until the provider has seen `n` requests (a progress point for the next fault).
-async fn progress(provider: &FakeProvider, n: usize) {
-    provider
+/// Waits until the provider has seen `n` requests (a progress point for the next fault);
+/// no progress within two minutes fails the scenario.
+async fn progress(provider: &FakeProvider, n: usize, daemons: &mut [Daemon]) {
+    let reached = provider
         .wait_for_requests(n, Duration::from_secs(120))
         .await;
+    for (i, d) in daemons.iter_mut().enumerate() {
+        d.assert_running(&format!("replica {i}"));
+    }
+    assert!(
+        reached,
+        "no progress: the provider saw {} of {n} requests in 120 s",
+        provider.request_count()
+    );
+}
+
+/// The dispatcher owner a config names (`write_config` uses the file stem).
+fn owner_of(config: &std::path::Path) -> String {
+    config
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .expect("config file name")
+        .to_owned()
+}
+
+/// Waits (up to `limit`) until `cond` holds.
+async fn wait_for<F, Fut>(limit: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < until {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// The in-flight claims (id, fencing token) dispatcher `owner` holds.
+async fn claims_of(db: &Database, owner: &str) -> Vec<(i64, i64)> {
+    let sql = format!(
+        "SELECT id, fencing_token FROM outbox_intents WHERE state = 'in_flight' AND lease_owner = '{owner}'"
+    );
+    match db {
+        Database::Postgres(pool) => sqlx::query_as(&sql).fetch_all(pool).await.unwrap(),
+        Database::Sqlite(pool) => sqlx::query_as(&sql).fetch_all(pool).await.unwrap(),
+    }
+}
+
+/// What the dispatcher logs when the store refuses an outcome whose fencing token is stale.
+const FENCED_LOG: &str = "lease lost before the outcome was recorded";
+
+/// Pauses replica 0 (SIGSTOP) while it holds claims, until the others have taken every
+/// one of them over (their fencing tokens moved on), then resumes it: its late outcomes
+/// must be refused. Returns the claims it held.
+async fn pause_a_zombie(
+    scenario: &Scenario,
+    db: &Database,
+    provider: &FakeProvider,
+    daemons: &mut [Daemon],
+) -> Vec<(i64, i64)> {
+    let owner = format!("{}-0", scenario.name);
+    let mut held = Vec::new();
+    for _ in 0..50 {
+        daemons[0].signal("STOP");
+        held = claims_of(db, &owner).await;
+        if !held.is_empty() {
+            break;
+        }
+        daemons[0].signal("CONT");
+        let seen = provider.request_count();
+        progress(provider, seen + 5, daemons).await;
+    }
+    assert!(
+        !held.is_empty(),
+        "the paused replica {owner} never held a claim"
+    );
+    // Paused past its 3 s lease: the others take its claims over.
+    let taken_over = wait_for(Duration::from_secs(60), || async {
+        let mut all = true;
+        for (id, token) in &held {
+            let row = db.store().get_intent(*id).await.unwrap().unwrap();
+            all &= row.fencing_token > *token;
+        }
+        all
+    })
+    .await;
+    daemons[0].signal("CONT");
+    assert!(
+        taken_over,
+        "the claims of the paused replica were not taken over within 60 s"
+    );
+    println!(
+        "zombie {owner}: paused holding {} claims, all taken over",
+        held.len()
+    );
+    held
 }
 
 /// Runs `scenario` against the database at `url` and returns the checker's report.
@@ -183,7 +278,7 @@ async fn run(scenario: Scenario, url: &str, db: &Database, cluster: Option<&PgCl
     let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
     provider.set_random_faults(random_faults(seed));
     let dir = tempfile::tempdir().unwrap();
-    let configs: Vec<_> = (0..scenario.replicas)
+    let mut configs: Vec<_> = (0..scenario.replicas)
         .map(|i| {
             write_config(
                 dir.path(),
@@ -202,27 +297,40 @@ async fn run(scenario: Scenario, url: &str, db: &Database, cluster: Option<&PgCl
     let mut rng = StdRng::seed_from_u64(seed);
     let step = scenario.intents / (scenario.kills + 3);
     for k in 0..scenario.kills {
-        progress(&provider, step * (k + 1)).await;
+        progress(&provider, step * (k + 1), &mut daemons).await;
         let victim = rng.gen_range(0..daemons.len());
-        daemons.remove(victim).kill_hard();
+        let owner = owner_of(&configs[victim]);
+        let open =
+            kill_mid_attempt(daemons.remove(victim), db, &owner, Duration::from_secs(30)).await;
+        println!("kill {k}: {owner} killed with {open} attempts open");
+        assert!(
+            open > 0,
+            "kill {k}: {owner} had no attempt open when it was killed"
+        );
+        // The restarted process gets an owner name of its own, so the next kill counts
+        // its claims, not the ones this process left behind.
+        configs[victim] = write_config(
+            dir.path(),
+            &format!("{}-{victim}-gen{}", scenario.name, k + 1),
+            url,
+            &provider,
+        );
         daemons.insert(victim, Daemon::start(&configs[victim]));
     }
+    let mut zombie = None;
     if scenario.zombie {
-        progress(&provider, step).await;
-        daemons[0].signal("STOP");
-        // Paused past its 3 s lease: the others take its claims over.
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        daemons[0].signal("CONT");
+        progress(&provider, step, &mut daemons).await;
+        zombie = Some(pause_a_zombie(&scenario, db, &provider, &mut daemons).await);
     }
     if let Some(outage) = scenario.refuse_for {
-        progress(&provider, step).await;
+        progress(&provider, step, &mut daemons).await;
         provider.set_refusing(true).await.unwrap();
         tokio::time::sleep(outage).await;
         provider.set_refusing(false).await.unwrap();
     }
     if let Some(cluster) = cluster {
-        progress(&provider, step).await;
-        cluster.stop();
+        progress(&provider, step, &mut daemons).await;
+        assert!(cluster.stop(), "pg_ctl stop failed");
         tokio::time::sleep(Duration::from_secs(1)).await;
         cluster.start_again();
     }
@@ -231,8 +339,24 @@ async fn run(scenario: Scenario, url: &str, db: &Database, cluster: Option<&PgCl
     }
     let settled = wait_settled(db, Duration::from_secs(240)).await;
     provider.clear_random_faults();
-    for d in daemons {
-        d.terminate();
+    for (i, mut d) in daemons.into_iter().enumerate() {
+        d.assert_running(&format!("{} replica {i}", scenario.name));
+        assert!(
+            d.terminate(),
+            "{} replica {i}: no clean exit after SIGTERM",
+            scenario.name
+        );
+    }
+    if let Some(held) = &zombie {
+        let refused = log_lines_containing(&configs[0], FENCED_LOG);
+        println!(
+            "zombie: {} claims held while paused, {refused} of its late outcomes refused (fenced)",
+            held.len()
+        );
+        assert!(
+            refused > 0,
+            "the resumed zombie wrote no outcome that was refused: the fence was never tested"
+        );
     }
     let actions = test_actions(&provider, Duration::from_secs(24 * 3600));
     let report = check(db.store().as_ref(), &provider, &actions, true)

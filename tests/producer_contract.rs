@@ -6,6 +6,7 @@ mod support;
 use outboxd::store::Database;
 use outboxd::{enqueue, EnqueueError, Enqueued, NewIntent};
 use serde_json::json;
+use support::cli::Cli;
 use support::TestDb;
 
 /// What the producer's transaction does after recording the intent.
@@ -94,12 +95,18 @@ async fn lost_response_after_commit_replays(t: &TestDb) {
     let first = produce(&t.db, 7, refund("op-42", 1250), Finish::Commit)
         .await
         .unwrap();
-    drop(first); // the response is lost
+    // The response is lost: the producer never sees `first`; the test keeps it to compare.
+    assert!(!first.replayed);
     let other = t.reopen(2).await;
     let retry = produce(&other, 7, refund("op-42", 1250), Finish::Commit)
         .await
         .unwrap();
     assert!(retry.replayed);
+    assert_eq!(
+        (retry.intent_id, &retry.idempotency_key, retry.state),
+        (first.intent_id, &first.idempotency_key, first.state),
+        "the replay is the lost receipt"
+    );
     assert_eq!(intents(&t.db).await, 1);
     let again = produce(&other, 7, refund("op-42", 1250), Finish::Commit)
         .await
@@ -306,19 +313,38 @@ async fn concurrent_enqueues_record_one_intent(t: &TestDb) {
     assert_eq!(intents(&t.db).await, 1);
 }
 
-/// A fresh process (a new pool, the old one closed) still replays.
+/// A fresh process still replays: the first receipt comes from this process, the retry
+/// from a separate `outboxd enqueue` process (its own pool and memory), after this
+/// process closed its pool; the replay is the first receipt, flagged replayed.
 async fn fresh_process_still_replays(t: &TestDb) {
     create_orders(&t.db).await;
     let first = produce(&t.db, 7, refund("op-restart", 70), Finish::Commit)
         .await
         .unwrap();
+    assert!(!first.replayed);
     t.db.close().await;
+    let cli = Cli::new(t);
+    let retry = cli
+        .json(&[
+            "enqueue",
+            "--tenant",
+            "acme",
+            "--operation-id",
+            "op-restart",
+            "--action",
+            "issue_refund",
+            "--payload",
+            r#"{"currency": "EUR", "amount": 70, "order_id": 7}"#,
+        ])
+        .await;
+    assert_eq!(retry["replayed"], json!(true), "{retry}");
+    assert_eq!(retry["intent_id"], json!(first.intent_id), "{retry}");
+    assert_eq!(
+        retry["idempotency_key"],
+        json!(first.idempotency_key),
+        "{retry}"
+    );
     let restarted = t.reopen(2).await;
-    let retry = produce(&restarted, 7, refund("op-restart", 70), Finish::Commit)
-        .await
-        .unwrap();
-    assert!(retry.replayed);
-    assert_eq!(retry.intent_id, first.intent_id);
     assert_eq!(intents(&restarted).await, 1);
 }
 

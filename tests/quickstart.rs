@@ -88,7 +88,16 @@ impl Proc {
             .arg(pid)
             .status();
         assert!(sent.is_ok_and(|s| s.success()), "kill -{signal}");
-        self.child.wait().is_ok_and(|s| s.success())
+        let until = Instant::now() + DEADLINE;
+        while Instant::now() < until {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return status.success(),
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => return false,
+            }
+        }
+        eprintln!("still running {DEADLINE:?} after SIGTERM; killed");
+        false
     }
 }
 

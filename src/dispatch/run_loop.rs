@@ -90,7 +90,9 @@ impl Dispatcher {
                 }
                 Ok(_) => {
                     failures = 0;
-                    self.idle_wait().await.min(self.settings.reclaim_every)
+                    let wait = self.idle_wait().await.min(self.settings.reclaim_every);
+                    tracing::debug!(lane, ?wait, "idle: waiting for a wake-up or the next poll");
+                    wait
                 }
                 Err(e) => {
                     failures += 1;

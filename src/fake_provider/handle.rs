@@ -147,6 +147,14 @@ impl FakeProvider {
         self.inner.shared.set_latency(latency);
     }
 
+    /// Forgets a keyed effect's idempotency key once it is `expiry` old, as a real provider
+    /// does at the end of its key retention: a later request with that key applies a
+    /// second effect (`None`, the default: keys are remembered for ever).
+    pub fn set_key_expiry(&self, expiry: Option<Duration>) {
+        let expiry = expiry.map(|d| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX));
+        self.state().ledger.set_key_expiry(expiry);
+    }
+
     /// Appends a scripted fault rule. For each request the first rule that matches (in push
     /// order) applies and is decremented; it is removed when its count reaches zero.
     pub fn push_fault(&self, rule: FaultRule) {

@@ -1,5 +1,7 @@
 //! What the fake provider remembers: every request ([`RequestRecord`]), every effect
-//! ([`Effect`]) and, per idempotency key, the reference of its one keyed effect. The
+//! ([`Effect`]) and, per idempotency key, the reference of its one keyed effect — for
+//! ever, or (with a key expiry, like a real provider's key retention) until the key is
+//! that old, after which a request with it applies a second effect. The
 //! [`Ledger`] lives under the provider's state lock; the endpoint semantics (dedup by key,
 //! apply every time, lookup) are decided here and rendered elsewhere.
 
@@ -113,6 +115,8 @@ pub(crate) enum Reply {
 struct KeyEntry {
     /// Number of the keyed effect, once applied.
     reference: Option<u64>,
+    /// When the keyed effect was applied (its key expires from then).
+    applied_at: Option<DateTime<Utc>>,
     /// Requests (any endpoint) that carried this key.
     requests: usize,
 }
@@ -124,6 +128,8 @@ pub(crate) struct Ledger {
     request_total: usize,
     effects: Vec<Effect>,
     keys: HashMap<String, KeyEntry>,
+    /// How long a keyed effect's key is remembered (`None`: for ever).
+    key_expiry: Option<chrono::Duration>,
 }
 
 impl Ledger {
@@ -136,6 +142,7 @@ impl Ledger {
                 None => {
                     let entry = KeyEntry {
                         reference: None,
+                        applied_at: None,
                         requests: 1,
                     };
                     self.keys.insert(k.to_owned(), entry);
@@ -143,6 +150,21 @@ impl Ledger {
             }
         }
         self.request_total as u64
+    }
+
+    /// Forgets keyed effects once their key is `expiry` old (`None`: remembers for ever).
+    pub(crate) fn set_key_expiry(&mut self, expiry: Option<chrono::Duration>) {
+        self.key_expiry = expiry;
+    }
+
+    /// The keyed effect still remembered for `key` at `at`.
+    fn remembered(&self, key: &str, at: DateTime<Utc>) -> Option<u64> {
+        let entry = self.keys.get(key)?;
+        let reference = entry.reference?;
+        match (self.key_expiry, entry.applied_at) {
+            (Some(expiry), Some(applied)) if at - applied >= expiry => None,
+            _ => Some(reference),
+        }
     }
 
     /// Stores a request record (only when recording is enabled).
@@ -170,7 +192,7 @@ impl Ledger {
             },
             Route::Lookup(raw) => match percent_decode(raw) {
                 None => Reply::BadLookupKey,
-                Some(k) => match self.keys.get(&k).and_then(|e| e.reference) {
+                Some(k) => match self.remembered(&k, at) {
                     Some(reference) => Reply::Found { reference },
                     None => Reply::NotFound,
                 },
@@ -180,14 +202,16 @@ impl Ledger {
     }
 
     fn apply_keyed(&mut self, key: &str, target: &str, body: &Bytes, at: DateTime<Utc>) -> Reply {
-        if let Some(reference) = self.keys.get(key).and_then(|e| e.reference) {
+        if let Some(reference) = self.remembered(key, at) {
             return Reply::Applied {
                 reference,
                 replayed: true,
             };
         }
         let reference = self.new_effect(Some(key), target, body, at);
-        self.keys.entry(key.to_owned()).or_default().reference = Some(reference);
+        let entry = self.keys.entry(key.to_owned()).or_default();
+        entry.reference = Some(reference);
+        entry.applied_at = Some(at);
         Reply::Applied {
             reference,
             replayed: false,

@@ -7,7 +7,8 @@
 //!
 //! Endpoints (the idempotency-key header name is configurable, default `Idempotency-Key`):
 //!
-//! * `POST /keyed/<anything>` — at most one effect per key; a repeat answers with the same
+//! * `POST /keyed/<anything>` — at most one effect per key while the key is remembered
+//!   (for ever, or for [`FakeProvider::set_key_expiry`]); a repeat answers with the same
 //!   reference and `"replayed":true`. Missing key → 400.
 //! * `POST /unkeyed/<anything>` — an effect for every request (a provider without dedup).
 //! * `GET /lookup/<key>` — `{"id":"ref_n"}` if the key has a keyed effect, else 404.

@@ -229,3 +229,30 @@ async fn other_routes_are_404() {
     }
     assert_eq!(p.effect_count(), 0);
 }
+
+#[tokio::test]
+async fn a_key_past_its_expiry_is_forgotten_and_applies_again() {
+    let p = start();
+    let c = client();
+    p.set_key_expiry(Some(Duration::from_secs(3600)));
+    let (_, first) = post(&c, &p, "/keyed/refunds", Some("k-remembered")).await;
+    let (_, again) = post(&c, &p, "/keyed/refunds", Some("k-remembered")).await;
+    assert_eq!(
+        (again["id"].clone(), again["replayed"].clone()),
+        (first["id"].clone(), Value::Bool(true))
+    );
+    assert_eq!(p.effect_count(), 1);
+    // An expiry of zero: every key is already forgotten when the next request arrives.
+    p.set_key_expiry(Some(Duration::ZERO));
+    let (status, second) = post(&c, &p, "/keyed/refunds", Some("k-remembered")).await;
+    assert_eq!(status, 200);
+    assert_eq!(second["replayed"], Value::Bool(false));
+    assert_ne!(
+        second["id"], first["id"],
+        "a forgotten key applies a second effect"
+    );
+    assert_eq!(p.effects_for_key("k-remembered").len(), 2);
+    p.set_key_expiry(None);
+    let (_, third) = post(&c, &p, "/keyed/refunds", Some("k-remembered")).await;
+    assert_eq!(third["id"], second["id"], "remembered for ever again");
+}

@@ -366,14 +366,39 @@ async fn other_tenants_are_invisible_on_every_page(t: &TestDb) {
     let (fresh_intent, fresh_item) = unknown_intent(&h, "globex", "globex-op-2").await;
 
     let page = Page::sign_in(&server, ACME_OPS).await;
+    // acme resolves one item of its own, so its audit log has an entry to show.
+    let (audited_intent, audited_item) = unknown_intent(&h, "acme", "acme-op-audited").await;
+    let audited_csrf = page
+        .get(&format!("/review/items/{audited_item}"))
+        .await
+        .csrf();
+    let resolved = page
+        .post(
+            &format!("/review/items/{audited_item}/resolve"),
+            &abandon_form(&audited_csrf),
+        )
+        .await;
+    assert_eq!(resolved.status, StatusCode::SEE_OTHER);
+    // Each page is the real page with acme's own rows (an error page would hide globex too).
+    let queue = page.get("/review").await;
+    assert_eq!(queue.status, StatusCode::OK);
     assert!(
-        !page.get("/review").await.text.contains("globex"),
-        "the queue hides globex"
+        queue.text.contains("<h1>Reconciliation queue</h1>")
+            && queue.text.contains(&format!("/review/items/{item}")),
+        "the queue lists acme's item: {}",
+        queue.text
     );
+    assert!(!queue.text.contains("globex"), "the queue hides globex");
+    let audit = page.get("/review/audit").await;
+    assert_eq!(audit.status, StatusCode::OK);
     assert!(
-        !page.get("/review/audit").await.text.contains("globex"),
-        "the audit log hides globex"
+        audit.text.contains("<h1>Audit log</h1>")
+            && audit.text.contains(&format!("<td>#{audited_intent}</td>"))
+            && audit.text.contains("<td>acme</td>"),
+        "the audit log shows acme's resolution: {}",
+        audit.text
     );
+    assert!(!audit.text.contains("globex"), "the audit log hides globex");
     let missing = page.get("/review/items/999999").await;
     for id in [globex_item, fresh_item] {
         let foreign = page.get(&format!("/review/items/{id}")).await;
@@ -394,6 +419,12 @@ async fn other_tenants_are_invisible_on_every_page(t: &TestDb) {
     assert_eq!(h.intent(fresh_intent).await.state, IntentState::Unknown);
     assert_eq!(h.intent(globex_intent).await.state, IntentState::Abandoned);
     let flash = page.get(&format!("/review?resolved={globex_item}")).await;
+    assert_eq!(flash.status, StatusCode::OK);
+    assert!(
+        flash.text.contains("<h1>Reconciliation queue</h1>"),
+        "{}",
+        flash.text
+    );
     assert!(
         !flash.text.contains("globex"),
         "no notice about another tenant's item"

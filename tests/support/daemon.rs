@@ -3,8 +3,8 @@
 //! never a fixed sleep) until the outbox is settled.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use outboxd::fake_provider::FakeProvider;
 use outboxd::store::Database;
@@ -130,12 +130,43 @@ impl Daemon {
         assert!(status.is_ok_and(|s| s.success()), "kill -{signal} failed");
     }
 
-    /// SIGTERM, then waits for the exit; returns whether it exited 0.
+    /// How the process ended, if it has (`None`: still running).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().expect("try_wait")
+    }
+
+    /// Panics if the process is no longer running: a replica that dies fails the test.
+    pub fn assert_running(&mut self, label: &str) {
+        if let Some(status) = self.exited() {
+            panic!("{label}: outboxd (pid {}) died: {status}", self.child.id());
+        }
+    }
+
+    /// SIGTERM, then waits up to [`TERMINATE_TIMEOUT`] for the exit; returns whether it
+    /// exited 0 in time (a process still running then is killed and counts as a failure).
     pub fn terminate(mut self) -> bool {
+        if self.exited().is_some() {
+            return false;
+        }
         self.signal("TERM");
-        self.child.wait().map(|s| s.success()).unwrap_or(false)
+        let until = Instant::now() + TERMINATE_TIMEOUT;
+        while Instant::now() < until {
+            if let Some(status) = self.exited() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "outboxd (pid {}) still running {TERMINATE_TIMEOUT:?} after SIGTERM; killing it",
+            self.child.id()
+        );
+        false
     }
 }
+
+/// How long [`Daemon::terminate`] waits for a graceful exit (the configs' shutdown grace
+/// is 2 s).
+pub const TERMINATE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
@@ -163,4 +194,67 @@ pub async fn wait_settled(db: &Database, deadline: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     false
+}
+
+/// In-flight claims dispatcher `owner` (its `[dispatcher] owner`) holds with an attempt
+/// open (claimed to be sent, not taken over after a lease expiry).
+pub async fn claims_held_by(db: &Database, owner: &str) -> i64 {
+    let sql = format!(
+        "SELECT count(*) FROM outbox_intents WHERE state = 'in_flight' AND lease_owner = '{owner}' \
+         AND attempt_started_at IS NOT NULL"
+    );
+    scalar(db, &sql).await
+}
+
+/// How long a frozen daemon's last statement, already sent, may take to finish on the
+/// server (it may record the outcomes of the attempts we are about to count).
+const STATEMENT_SETTLE: Duration = Duration::from_millis(200);
+
+/// SIGKILLs `daemon` (dispatcher `owner`) while it has attempts open: freezes it (SIGSTOP),
+/// lets a statement it already sent finish, counts its open attempts, and kills it frozen
+/// if there are any, else lets it run a little and tries again, up to `limit`. Returns the
+/// open attempts it left behind, counted after the kill (0: it never had any within
+/// `limit`).
+pub async fn kill_mid_attempt(daemon: Daemon, db: &Database, owner: &str, limit: Duration) -> i64 {
+    let until = Instant::now() + limit;
+    loop {
+        daemon.signal("STOP");
+        tokio::time::sleep(STATEMENT_SETTLE).await;
+        let open = claims_held_by(db, owner).await;
+        if open > 0 || Instant::now() >= until {
+            daemon.kill_hard();
+            return claims_held_by(db, owner).await;
+        }
+        daemon.signal("CONT");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Lines of the daemon's log (`<config>.log`) containing `needle`.
+pub fn log_lines_containing(config: &std::path::Path, needle: &str) -> usize {
+    std::fs::read_to_string(config.with_extension("log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .count()
+}
+
+/// The address the daemon's admin server bound (`admin.listen` may say port 0), read from
+/// its JSON log (`<config>.log`, `[logging] format = "json"`, level info), waiting up to
+/// `limit`.
+pub fn admin_addr(config: &std::path::Path, limit: Duration) -> Option<std::net::SocketAddr> {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        let text = std::fs::read_to_string(config.with_extension("log")).unwrap_or_default();
+        let found = text
+            .lines()
+            .filter(|l| l.contains("admin server listening"))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find_map(|v| v["addr"].as_str()?.parse().ok());
+        if found.is_some() {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
 }

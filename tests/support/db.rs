@@ -2,8 +2,14 @@
 //! database named by `OUTBOXD_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
 //! selected through the connection's `search_path`, dropped on `Drop`.
 //!
-//! When PostgreSQL is unreachable the PostgreSQL half is skipped with a loud message,
-//! unless `OUTBOXD_REQUIRE_POSTGRES=1` (CI), where it is a failure.
+//! When PostgreSQL is unreachable the test fails, unless skipping is allowed outside CI
+//! (`OUTBOXD_ALLOW_SKIP=1`, and neither `CI=true` nor `OUTBOXD_REQUIRE_POSTGRES=1`); a
+//! skip is then written straight to the terminal's stderr, past libtest's output capture,
+//! so a green run cannot hide it.
+//!
+//! Schema names carry their creation time (`obxt_t<unix seconds>_…`), so a cleanup of
+//! schemas left behind by interrupted runs can drop only old ones and never a concurrent
+//! run's (see `scripts/test.sh`).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -27,14 +33,40 @@ fn pg_base_url() -> String {
     std::env::var("OUTBOXD_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_PG_URL.to_owned())
 }
 
-fn require_postgres() -> bool {
-    std::env::var("OUTBOXD_REQUIRE_POSTGRES").is_ok_and(|v| v == "1")
+fn env_is(name: &str, value: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v.eq_ignore_ascii_case(value))
+}
+
+/// CI, or an explicit demand: PostgreSQL must be there and new enough.
+pub fn require_postgres() -> bool {
+    env_is("OUTBOXD_REQUIRE_POSTGRES", "1") || env_is("CI", "true") || env_is("CI", "1")
+}
+
+/// Whether a test may skip for want of PostgreSQL (or a new enough one): only when
+/// `OUTBOXD_ALLOW_SKIP=1` and not [`require_postgres`].
+pub fn skip_allowed() -> bool {
+    env_is("OUTBOXD_ALLOW_SKIP", "1") && !require_postgres()
+}
+
+/// Skips loudly (straight to stderr, past libtest's capture) when skipping is allowed;
+/// otherwise fails the test with `why`.
+pub fn skip_or_fail(why: &str) {
+    use std::io::Write;
+    assert!(
+        skip_allowed(),
+        "{why} (set OUTBOXD_ALLOW_SKIP=1 to skip instead; never allowed with CI=true or OUTBOXD_REQUIRE_POSTGRES=1)"
+    );
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let _ = writeln!(std::io::stderr(), "!!! SKIPPED {test}: {why}");
 }
 
 fn unique_name(prefix: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     format!(
-        "{prefix}_{}_{n}_{}",
+        "{prefix}_t{created}_{}_{n}_{}",
         std::process::id(),
         rand::random::<u32>()
     )
@@ -78,14 +110,11 @@ impl TestDb {
         let base_url = pg_base_url();
         let admin = match connect(&base_url, 2).await {
             Ok(admin) => admin,
-            Err(e) if !require_postgres() => {
-                super::announce_skip(&format!(
-                    "PostgreSQL unavailable ({e}); SKIPPING the PostgreSQL half of this test"
+            Err(e) => {
+                skip_or_fail(&format!(
+                    "PostgreSQL unavailable at {base_url} ({e}): the PostgreSQL half of this test did not run"
                 ));
                 return None;
-            }
-            Err(e) => {
-                panic!("PostgreSQL is required (OUTBOXD_REQUIRE_POSTGRES=1) but unavailable: {e}")
             }
         };
         let schema = unique_name("obxt");

@@ -85,16 +85,22 @@ impl PgCluster {
             ),
             "initdb failed"
         );
-        let cluster = PgCluster {
-            dir,
-            bin,
-            port: free_port(),
-        };
-        cluster.pg_ctl_start();
-        Some(cluster)
+        let mut cluster = PgCluster { dir, bin, port: 0 };
+        // The free port is only free until someone else binds it: try a few.
+        for _ in 0..5 {
+            cluster.port = free_port();
+            if cluster.try_pg_ctl_start() {
+                return Some(cluster);
+            }
+        }
+        panic!("pg_ctl start failed on five free ports");
     }
 
     fn pg_ctl_start(&self) {
+        assert!(self.try_pg_ctl_start(), "pg_ctl start failed");
+    }
+
+    fn try_pg_ctl_start(&self) -> bool {
         let data = self.dir.join("data").to_string_lossy().into_owned();
         let log = self.dir.join("server.log").to_string_lossy().into_owned();
         let opts = format!(
@@ -102,24 +108,21 @@ impl PgCluster {
             self.port,
             self.dir.display()
         );
-        assert!(
-            as_postgres(
-                &self.bin,
-                "pg_ctl",
-                &["-D", &data, "-l", &log, "-o", &opts, "-w", "start"]
-            ),
-            "pg_ctl start failed"
-        );
+        as_postgres(
+            &self.bin,
+            "pg_ctl",
+            &["-D", &data, "-l", &log, "-o", &opts, "-w", "start"],
+        )
     }
 
-    /// Stops the server (fast: disconnects every client).
-    pub fn stop(&self) {
+    /// Stops the server (fast: disconnects every client); whether `pg_ctl stop` succeeded.
+    pub fn stop(&self) -> bool {
         let data = self.dir.join("data").to_string_lossy().into_owned();
         as_postgres(
             &self.bin,
             "pg_ctl",
             &["-D", &data, "-m", "fast", "-w", "stop"],
-        );
+        )
     }
 
     /// Starts it again on the same port.
@@ -135,7 +138,7 @@ impl PgCluster {
 
 impl Drop for PgCluster {
     fn drop(&mut self) {
-        self.stop();
+        let _ = self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -1,5 +1,6 @@
 //! Property tests for [`classify`]: total over every status and body, never panics, and
-//! the invariants the dispatcher relies on.
+//! every response lands in the class the design's table (rule 6) names for it — the
+//! oracle [`designed_class`] is written from the table in the design, not from the code.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -57,6 +58,19 @@ fn body_with_reference() -> impl Strategy<Value = (Bytes, String)> {
     })
 }
 
+/// The class the design's table gives a non-2xx response without overrides.
+fn designed_class(status: u16, has_retry_after: bool, safety: RetrySafety) -> AttemptClass {
+    let keyed = safety == RetrySafety::IdempotentWithKey;
+    match status {
+        408 | 429 => AttemptClass::Retryable,
+        503 if has_retry_after => AttemptClass::Retryable,
+        409 if keyed => AttemptClass::Retryable,
+        400..=499 => AttemptClass::Rejected,
+        // 500, 502, 504, 503 without Retry-After, any other 5xx; 1xx, 3xx; nonsense codes.
+        _ => AttemptClass::Ambiguous,
+    }
+}
+
 proptest! {
     #[test]
     fn total_and_consistent(
@@ -73,8 +87,18 @@ proptest! {
             status_overrides: &overrides,
         };
         let observation = Observation::Response { status, retry_after, body };
+        let has_retry_after = retry_after.is_some();
         let got = classify(&observation, &ctx);
-        prop_assert!(AttemptClass::ALL.contains(&got.class));
+        if (200..300).contains(&status) {
+            // Delivered, unless a configured reference cannot be read from the body.
+            let allowed: &[AttemptClass] = match pointer {
+                None => &[AttemptClass::Delivered],
+                Some(_) => &[AttemptClass::Delivered, AttemptClass::Ambiguous],
+            };
+            prop_assert!(allowed.contains(&got.class), "{} → {:?}", status, got);
+        } else {
+            prop_assert_eq!(got.class, designed_class(status, has_retry_after, safety), "{:?}", got);
+        }
         prop_assert_eq!(got.http_status, Some(status));
         prop_assert_eq!(got.error.is_none(), got.class == AttemptClass::Delivered);
         prop_assert!(got.provider_ref.is_none() || got.class == AttemptClass::Delivered);
@@ -104,7 +128,7 @@ proptest! {
     }
 
     #[test]
-    fn server_errors_are_never_delivered_or_rejected(
+    fn server_errors_are_ambiguous_unless_503_asks_to_retry_later(
         status in 500u16..600,
         body in any_body(),
         retry_after in any_retry_after(),
@@ -117,10 +141,9 @@ proptest! {
             reference_pointer: pointer.as_deref(),
             status_overrides: &overrides,
         };
+        let asks_later = status == 503 && retry_after.is_some();
         let got = classify(&Observation::Response { status, retry_after, body }, &ctx);
-        prop_assert!(
-            matches!(got.class, AttemptClass::Ambiguous | AttemptClass::Retryable),
-            "{:?}", got
-        );
+        let expected = if asks_later { AttemptClass::Retryable } else { AttemptClass::Ambiguous };
+        prop_assert_eq!(got.class, expected, "{:?}", got);
     }
 }
