@@ -172,7 +172,7 @@ async fn three_replicas_share_one_postgres() {
     assert!(owners >= 2, "the work was shared between replicas");
 }
 
-/// What a dispatcher lane logs (at debug) when it found nothing to do and starts waiting.
+/// What the dispatcher logs (at debug) when nothing is in flight or claimable and it waits.
 const IDLE_LOG: &str = "idle: waiting for a wake-up or the next poll";
 
 /// PostgreSQL: an idle daemon is woken by NOTIFY on enqueue, not by its polling fallback.
@@ -197,7 +197,7 @@ async fn notify_wakes_an_idle_daemon() {
         .replace("concurrency = 16", "concurrency = 20")
         .replace(
             "level = \"warn\"",
-            "level = \"warn,outboxd::dispatch::run_loop=debug\"",
+            "level = \"warn,outboxd::dispatch::pipeline=debug\"",
         );
     std::fs::write(&config, text).unwrap();
     let mut daemon = Daemon::start(&config);

@@ -150,6 +150,11 @@ impl Dispatcher {
                 Ok(ClaimRound::Idle { reopens_at }) => {
                     failures = 0;
                     let idle = self.idle_wait().await.min(self.settings.reclaim_every);
+                    if slots.available_permits() == self.settings.concurrency.max(1) {
+                        // Nothing in flight and nothing claimable: only a wake-up, a due
+                        // time or a reopening provider starts work now (tests read this).
+                        tracing::debug!(?idle, "idle: waiting for a wake-up or the next poll");
+                    }
                     Some(reopens_at.map_or(idle, |at| {
                         idle.min(at.saturating_duration_since(Instant::now()))
                     }))
