@@ -209,7 +209,7 @@ fn write_number(out: &mut String, n: &Number) -> Result<(), InvalidField> {
     if out.len() + plain.len() > MAX_PAYLOAD_BYTES {
         return Err(InvalidField::new(
             "payload",
-            format!("is more than {MAX_PAYLOAD_BYTES} bytes in canonical form, the limit"),
+            format!("is over {MAX_PAYLOAD_BYTES} bytes in canonical form, the limit is {MAX_PAYLOAD_BYTES}"),
         ));
     }
     out.push_str(&plain);

@@ -78,6 +78,19 @@ impl Dispatcher {
     /// The daemon loop (see the module doc): runs until `shutdown` turns true, then lets
     /// in-flight requests finish within the grace period.
     pub async fn run(self: Arc<Self>, wakeup: Wakeup, shutdown: watch::Receiver<bool>) {
+        // Stop at once on the signal, even while a claim is waiting for the database: a
+        // request claimed after it is handed back unsent, not started.
+        let watcher = {
+            let (this, mut signal) = (self.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                while !*signal.borrow_and_update() {
+                    if signal.changed().await.is_err() {
+                        break;
+                    }
+                }
+                this.stopping.store(true, Ordering::SeqCst);
+            })
+        };
         let lanes = self.provider_lanes();
         *self
             .provider_states
@@ -99,6 +112,7 @@ impl Dispatcher {
         )
         .await;
         self.stopping.store(true, Ordering::SeqCst);
+        watcher.abort();
         let drained = tokio::time::timeout(self.settings.shutdown_grace, async {
             while requests.join_next().await.is_some() {}
         })
@@ -126,7 +140,7 @@ impl Dispatcher {
         let mut failures = 0u32;
         let long_ago = Instant::now() - Duration::from_secs(3600);
         let (mut last_reclaim, mut last_unconfigured_check) = (long_ago, long_ago);
-        while !*shutdown.borrow() {
+        while !*shutdown.borrow() && !self.stopping.load(Ordering::SeqCst) {
             while requests.try_join_next().is_some() {}
             if last_unconfigured_check.elapsed() > Duration::from_secs(60) {
                 self.log_unconfigured_once().await;
