@@ -66,7 +66,10 @@ async fn readiness_follows_schema_and_drain(t: &TestDb) {
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["schema_version"], 999);
     assert!(
-        body["reason"].as_str().unwrap().contains("outboxd migrate"),
+        body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("runs on versions"),
         "{body}"
     );
     let delete = "DELETE FROM outboxd_schema_migrations WHERE version = 999";

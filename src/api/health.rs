@@ -3,8 +3,9 @@
 //! * Liveness answers `200 ok` as long as the process can serve HTTP; it never touches
 //!   the database, so a database outage does not get the process restarted.
 //! * Readiness answers `200` only when the process is not draining, the database answers
-//!   within [`READINESS_TIMEOUT`], and the schema is at the version this build expects;
-//!   otherwise `503` with a JSON body naming the reason.
+//!   within [`READINESS_TIMEOUT`], and the schema is inside this build's compatibility
+//!   window (its own version or the next, see [`crate::store::compat`]); otherwise `503`
+//!   with a JSON body naming the reason.
 
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use axum::Json;
 use serde::Serialize;
 
 use super::ApiState;
+use crate::store::compat::check_schema_window;
 use crate::store::migrate::expected_version;
 
 /// How long the readiness check waits for the database.
@@ -78,15 +80,12 @@ pub async fn check_readiness(state: &ApiState) -> Readiness {
             readiness.reason =
                 Some("database unreachable (the daemon's log has the error)".to_owned());
         }
-        Ok(Ok(found)) if found != expected => {
-            readiness.schema_version = Some(found);
-            readiness.reason = Some(format!(
-                "schema at version {found}, this build expects {expected}; run `outboxd migrate`"
-            ));
-        }
         Ok(Ok(found)) => {
             readiness.schema_version = Some(found);
-            readiness.ready = true;
+            match check_schema_window(found, expected) {
+                Ok(_) => readiness.ready = true,
+                Err(mismatch) => readiness.reason = Some(mismatch.to_string()),
+            }
         }
     }
     readiness

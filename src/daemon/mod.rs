@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::dispatch::wakeup::Wakeup;
 use crate::dispatch::{Dispatcher, DispatcherSettings};
 use crate::metrics::Metrics;
+use crate::store::compat::{check_schema_window, SchemaFit};
 use crate::store::{connect, Database};
 
 /// Why the daemon could not start or stopped with an error.
@@ -27,14 +28,9 @@ pub enum DaemonError {
     /// Migrations failed.
     #[error(transparent)]
     Migrate(#[from] crate::store::migrate::MigrateError),
-    /// The schema is not at the version this build expects.
-    #[error("the database schema is at version {found}, this build expects {expected}; run `outboxd migrate`")]
-    SchemaVersion {
-        /// Found.
-        found: i64,
-        /// Expected.
-        expected: i64,
-    },
+    /// The schema is outside this build's compatibility window.
+    #[error(transparent)]
+    Schema(#[from] crate::store::compat::SchemaMismatch),
     /// An action or provider could not be built.
     #[error(transparent)]
     Build(#[from] BuildError),
@@ -62,7 +58,8 @@ pub struct RunOptions {
     pub skip_migrations: bool,
 }
 
-/// Opens the database named in `config`, applying migrations unless told not to.
+/// Opens the database named in `config`, applying migrations unless told not to, then
+/// checks that the schema is inside this build's compatibility window.
 pub async fn open_database(config: &Config, migrate: bool) -> Result<Database, DaemonError> {
     let db = connect(&config.database.url, config.database.max_connections).await?;
     if migrate {
@@ -70,14 +67,23 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Database, D
         for (version, name) in &report.applied {
             tracing::info!(version, name, "applied migration");
         }
-    } else {
-        let found = db.schema_version().await?;
-        let expected = crate::store::migrate::expected_version();
-        if found != expected {
-            return Err(DaemonError::SchemaVersion { found, expected });
-        }
     }
+    check_schema(&db).await?;
     Ok(db)
+}
+
+/// Refuses a schema outside the compatibility window
+/// ([`check_schema_window`](crate::store::compat::check_schema_window)); warns when it is one
+/// version ahead (a newer release has migrated; this binary keeps working).
+pub async fn check_schema(db: &Database) -> Result<SchemaFit, DaemonError> {
+    let found = db.schema_version().await?;
+    let expected = crate::store::migrate::expected_version();
+    let fit = check_schema_window(found, expected)?;
+    if fit == SchemaFit::OneAhead {
+        tracing::warn!(found, expected,
+            "the database schema is one version newer than this build (compatibility window); finish the rollout");
+    }
+    Ok(fit)
 }
 
 /// The dispatcher settings from `config`.

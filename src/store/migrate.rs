@@ -9,6 +9,8 @@
 use sha2::{Digest, Sha256};
 use sqlx::{PgPool, Row, SqlitePool};
 
+use super::compat::{check_schema_window, SchemaFit};
+
 /// One embedded migration.
 #[derive(Debug, Clone, Copy)]
 pub struct Migration {
@@ -87,8 +89,9 @@ pub enum MigrateError {
         /// Checksum of the embedded text.
         embedded: String,
     },
-    /// The database has migrations this build does not know: it is older than the schema.
-    #[error("the database schema is at version {found}, newer than this build's {expected}; upgrade outboxd")]
+    /// The database has migrations this build does not know, beyond the compatibility
+    /// window (one version past this build's).
+    #[error("the database schema is at version {found}, this build runs on versions {expected} and {next} only; deploy the release that applied version {found} (or a newer one)", next = expected + 1)]
     TooNew {
         /// Highest applied version.
         found: i64,
@@ -122,10 +125,21 @@ const SQLITE_TABLE: &str = "CREATE TABLE IF NOT EXISTS outboxd_schema_migrations
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
     applied_at INTEGER NOT NULL)";
 
+/// Checks what is applied against what is embedded. A migration one version past this
+/// build (the compatibility window, [`check_schema_window`]) is left alone, so an older
+/// binary's `outboxd migrate` (a rolled-back init container) succeeds without changing
+/// anything.
 fn check_applied(embedded: &[Migration], applied: &[(i64, String)]) -> Result<(), MigrateError> {
     let expected = embedded.last().map(|m| m.version).unwrap_or(0);
     for (version, checksum) in applied {
         match embedded.iter().find(|m| m.version == *version) {
+            None if check_schema_window(*version, expected) == Ok(SchemaFit::OneAhead) => {
+                tracing::warn!(
+                    version,
+                    expected,
+                    "the schema has one migration newer than this build (within the compatibility window); nothing to apply"
+                );
+            }
             None => {
                 return Err(MigrateError::TooNew {
                     found: *version,
@@ -185,8 +199,16 @@ pub async fn migrate_postgres_to(
         report.applied.push((m.version, m.name));
     }
     tx.commit().await?;
-    report.version = target.min(expected_version());
+    report.version = highest_version(&applied, &report);
     Ok(report)
+}
+
+/// The schema version after a run: the highest version applied before or by it (one past
+/// this build inside the compatibility window).
+fn highest_version(before: &[(i64, String)], report: &MigrateReport) -> i64 {
+    let before = before.iter().map(|(v, _)| *v).max().unwrap_or(0);
+    let now = report.applied.iter().map(|(v, _)| *v).max().unwrap_or(0);
+    before.max(now)
 }
 
 /// Applies pending SQLite migrations.
@@ -226,7 +248,7 @@ pub async fn migrate_sqlite_to(
         report.applied.push((m.version, m.name));
     }
     tx.commit().await?;
-    report.version = target.min(expected_version());
+    report.version = highest_version(&applied, &report);
     Ok(report)
 }
 
