@@ -13,7 +13,7 @@ use outboxd::action::RetrySafety;
 use outboxd::dispatch::{
     ActionRuntime, ActionTable, Dispatcher, DispatcherSettings, ProviderLimits,
 };
-use outboxd::fake_provider::{Fault, FaultRule, FakeProvider, FakeProviderOptions, Matcher};
+use outboxd::fake_provider::{FakeProvider, FakeProviderOptions, Fault, FaultRule, Matcher};
 use outboxd::intent::IntentState;
 use outboxd::provider::{ProviderClient, ProviderSettings};
 use outboxd::NewIntent;
@@ -119,7 +119,12 @@ async fn provider_never_sees_more_than_max_in_flight(t: &TestDb) {
     provider.set_latency(Duration::from_millis(100));
     let run = start(
         t,
-        vec![action("capped", &provider, limits(3), Duration::from_secs(5))],
+        vec![action(
+            "capped",
+            &provider,
+            limits(3),
+            Duration::from_secs(5),
+        )],
         settings(16),
     )
     .await;
@@ -130,7 +135,10 @@ async fn provider_never_sees_more_than_max_in_flight(t: &TestDb) {
     .await;
     run.stop().await;
     let seen = provider.max_concurrent_requests();
-    assert!(seen <= 3, "the provider saw {seen} requests at once; max_in_flight is 3");
+    assert!(
+        seen <= 3,
+        "the provider saw {seen} requests at once; max_in_flight is 3"
+    );
     assert!(seen >= 2, "requests ran concurrently ({seen} at most)");
 }
 
@@ -158,13 +166,20 @@ async fn hanging_provider_does_not_delay_another(t: &TestDb) {
         fast.effect_count() == 60
     })
     .await;
-    assert_eq!(slow.effect_count(), 0, "the slow provider has not answered yet");
+    assert_eq!(
+        slow.effect_count(),
+        0,
+        "the slow provider has not answered yet"
+    );
     let in_flight = scalar(
         &t.db,
         "SELECT count(*) FROM outbox_intents WHERE action = 'slow' AND state = 'in_flight'",
     )
     .await;
-    assert!(in_flight <= 4, "{in_flight} slow intents claimed; its max_in_flight is 4");
+    assert!(
+        in_flight <= 4,
+        "{in_flight} slow intents claimed; its max_in_flight is 4"
+    );
     let states = run.dispatcher.provider_states();
     let slow_state = states.iter().find(|s| s.provider == "slow").unwrap();
     assert!(slow_state.in_flight <= 4, "{slow_state:?}");
@@ -224,7 +239,11 @@ async fn breaker_stops_claims_and_recovers(t: &TestDb) {
          10 intents x 5 attempts would all be spent"
     );
     assert_ne!(opened.breaker, "closed", "{opened:?}");
-    let failed = scalar(&t.db, "SELECT count(*) FROM outbox_intents WHERE state = 'failed'").await;
+    let failed = scalar(
+        &t.db,
+        "SELECT count(*) FROM outbox_intents WHERE state = 'failed'",
+    )
+    .await;
     assert_eq!(failed, 0, "no intent spent its budget on an open breaker");
     provider.set_refusing(false).await.unwrap();
     wait_for("10 effects after recovery", Duration::from_secs(20), || {
@@ -232,8 +251,11 @@ async fn breaker_stops_claims_and_recovers(t: &TestDb) {
     })
     .await;
     run.stop().await;
-    let delivered =
-        scalar(&t.db, "SELECT count(*) FROM outbox_intents WHERE state = 'delivered'").await;
+    let delivered = scalar(
+        &t.db,
+        "SELECT count(*) FROM outbox_intents WHERE state = 'delivered'",
+    )
+    .await;
     assert_eq!(delivered, 10);
 }
 
@@ -251,7 +273,12 @@ async fn retry_after_pauses_the_whole_provider(t: &TestDb) {
     });
     let run = start(
         t,
-        vec![action("limited", &provider, limits(1), Duration::from_secs(5))],
+        vec![action(
+            "limited",
+            &provider,
+            limits(1),
+            Duration::from_secs(5),
+        )],
         settings(8),
     )
     .await;

@@ -32,6 +32,15 @@ pub(crate) fn validate_providers(config: &Config, report: &mut Report<'_>) {
         if provider.max_response_bytes == 0 {
             report.error(format!("{key}.max_response_bytes"), "must be at least 1");
         }
+        if provider.max_in_flight == 0 {
+            report.error(format!("{key}.max_in_flight"), "must be at least 1");
+        }
+        if provider.breaker_failures > 0 {
+            report.positive(
+                &format!("{key}.breaker_cooldown"),
+                provider.breaker_cooldown,
+            );
+        }
         if HeaderName::from_bytes(provider.idempotency_header.as_bytes()).is_err() {
             report.error(
                 format!("{key}.idempotency_header"),

@@ -130,7 +130,10 @@ pub async fn run(
     api::server::mark_draining_on(&state, shutdown.clone());
     let wakeup = Wakeup::new(&db, local.clone()).await;
     let dispatcher = Arc::new(Dispatcher::new(db.store(), actions, settings).with_metrics(metrics));
-    tracing::info!(lanes = dispatcher.lanes(), "dispatcher running");
+    tracing::info!(
+        concurrency = dispatcher.settings().concurrency,
+        "dispatcher running"
+    );
     dispatcher.run(wakeup, shutdown).await;
     jobs.shutdown().await;
     admin.stop().await;
