@@ -2,7 +2,7 @@
 //! on loopback, on both backends: a provider never sees more than its `max_in_flight`; a
 //! hanging provider does not delay another provider's deliveries; an open circuit breaker
 //! stops claims for its provider (no intent spends attempts on it) and recovers; a 429 with
-//! `Retry-After` pauses the whole provider. Every wait is a condition with a deadline.
+//! `Retry-After` pauses the whole provider; a rate limit spaces requests. Every wait is a condition with a deadline.
 
 mod support;
 
@@ -305,7 +305,46 @@ async fn retry_after_pauses_the_whole_provider(t: &TestDb) {
     }
 }
 
+/// `rate_limit = 20/s, burst 1`: twenty requests take at least 19 intervals of 50 ms, however
+/// many slots are free.
+async fn rate_limit_spaces_requests(t: &TestDb) {
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    let run = start(
+        t,
+        vec![action(
+            "metered",
+            &provider,
+            ProviderLimits {
+                rate_limit: Some(outboxd::dispatch::RateLimit {
+                    per_second: std::num::NonZeroU32::new(20).unwrap(),
+                    burst: std::num::NonZeroU32::new(1).unwrap(),
+                }),
+                ..limits(16)
+            },
+            Duration::from_secs(5),
+        )],
+        settings(16),
+    )
+    .await;
+    enqueue_n(t, "metered", 20).await;
+    wait_for("20 effects", Duration::from_secs(20), || {
+        provider.effect_count() == 20
+    })
+    .await;
+    let states = run.dispatcher.provider_states();
+    run.stop().await;
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 20);
+    let span = requests[19].at - requests[0].at;
+    assert!(
+        span >= chrono::Duration::milliseconds(855),
+        "20 requests at 20/s took only {span:?}"
+    );
+    assert!(states[0].rate_limited > 0, "{states:?}");
+}
+
 both_backends!(
+    rate_limit_spaces_requests,
     provider_never_sees_more_than_max_in_flight,
     hanging_provider_does_not_delay_another,
     breaker_stops_claims_and_recovers,

@@ -54,6 +54,25 @@ pub struct ProviderConfig {
     /// How long an open breaker waits before one trial request.
     #[serde(with = "super::duration")]
     pub breaker_cooldown: Duration,
+    /// At most this many requests per second to this provider (`None`: unlimited). Set it
+    /// to the provider's published limit so its 429s never spend attempts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitConfig>,
+}
+
+/// `rate_limit = { per_second = 50, burst = 10 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Sustained requests per second (at least 1).
+    pub per_second: u32,
+    /// Requests allowed at once after a quiet period (default: 1).
+    #[serde(default = "one")]
+    pub burst: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Default for ProviderConfig {
@@ -72,6 +91,7 @@ impl Default for ProviderConfig {
             max_in_flight: 64,
             breaker_failures: 5,
             breaker_cooldown: Duration::from_secs(30),
+            rate_limit: None,
         }
     }
 }

@@ -35,6 +35,14 @@ pub(crate) fn validate_providers(config: &Config, report: &mut Report<'_>) {
         if provider.max_in_flight == 0 {
             report.error(format!("{key}.max_in_flight"), "must be at least 1");
         }
+        if let Some(rate) = provider.rate_limit {
+            if rate.per_second == 0 || rate.burst == 0 {
+                report.error(
+                    format!("{key}.rate_limit"),
+                    "per_second and burst must be at least 1",
+                );
+            }
+        }
         if provider.breaker_failures > 0 {
             report.positive(
                 &format!("{key}.breaker_cooldown"),

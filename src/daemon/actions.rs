@@ -57,6 +57,12 @@ fn provider_settings(name: &str, p: &ProviderConfig) -> Result<ProviderSettings,
     s.limits.max_in_flight = p.max_in_flight;
     s.limits.breaker_failures = p.breaker_failures;
     s.limits.breaker_cooldown = p.breaker_cooldown;
+    s.limits.rate_limit = p.rate_limit.and_then(|r| {
+        Some(crate::dispatch::RateLimit {
+            per_second: std::num::NonZeroU32::new(r.per_second)?,
+            burst: std::num::NonZeroU32::new(r.burst)?,
+        })
+    });
     s.headers = p
         .resolved_headers()
         .map(|(n, v)| (n.to_owned(), v.expose().to_owned()))

@@ -1,6 +1,7 @@
 //! Per-provider bulkheads: how many more requests a provider may be sent right now.
 //!
-//! Each provider has a [`ProviderGate`]: at most `max_in_flight` requests at once; a
+//! Each provider has a [`ProviderGate`]: at most `max_in_flight` requests at once; at most
+//! `rate_limit` requests per second with a burst (GCRA, the `governor` crate); a
 //! provider-wide pause after a 429 or 503 that carried `Retry-After` (the provider said
 //! "not now", so no other intent spends an attempt on it either); and a circuit breaker
 //! that opens after `breaker_failures` consecutive failures (not sent, timeouts, resets,
@@ -12,7 +13,10 @@
 //!
 //! Pure state machines with the time passed in; no I/O, no clock of their own.
 
+use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::action::AttemptClass;
 use crate::store::{OutcomeRecord, Transition};
@@ -28,6 +32,17 @@ pub struct ProviderLimits {
     pub breaker_cooldown: Duration,
     /// The longest provider-wide pause a `Retry-After` may impose.
     pub max_pause: Duration,
+    /// Requests per second and burst (`None`: no rate limit).
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A provider's request rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Sustained requests per second.
+    pub per_second: NonZeroU32,
+    /// Requests that may go at once after a quiet period.
+    pub burst: NonZeroU32,
 }
 
 impl Default for ProviderLimits {
@@ -37,6 +52,7 @@ impl Default for ProviderLimits {
             breaker_failures: 5,
             breaker_cooldown: Duration::from_secs(30),
             max_pause: Duration::from_secs(120),
+            rate_limit: None,
         }
     }
 }
@@ -113,23 +129,64 @@ impl Breaker {
 }
 
 /// One provider's live bulkhead state.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ProviderGate {
     limits: ProviderLimits,
     in_flight: usize,
     paused_until: Option<Instant>,
     breaker: Breaker,
+    rate: Option<DefaultDirectRateLimiter>,
+    /// When the rate limiter next has a token, after it last ran dry.
+    rate_ready_at: Option<Instant>,
+    /// How often a claim had to wait for the rate limiter (for status and metrics).
+    rate_limited: u64,
 }
 
 impl ProviderGate {
     /// A closed, idle gate.
     pub fn new(limits: ProviderLimits) -> Self {
+        let rate = limits
+            .rate_limit
+            .map(|r| RateLimiter::direct(Quota::per_second(r.per_second).allow_burst(r.burst)));
         Self {
             limits,
             in_flight: 0,
             paused_until: None,
             breaker: Breaker::Closed { failures: 0 },
+            rate,
+            rate_ready_at: None,
+            rate_limited: 0,
         }
+    }
+
+    /// How many times a claim found the rate limiter dry.
+    pub fn rate_limited(&self) -> u64 {
+        self.rate_limited
+    }
+
+    /// Takes up to `want` requests' worth of capacity now: [`ProviderGate::available`],
+    /// further bounded by the rate limiter, whose tokens are spent here (a claim that
+    /// comes back shorter leaves them unused: the rate is never exceeded).
+    pub fn take(&mut self, want: usize, now: Instant) -> usize {
+        let room = self.available(now).min(want);
+        let Some(rate) = &self.rate else {
+            return room;
+        };
+        let mut granted = 0;
+        while granted < room {
+            match rate.check() {
+                Ok(()) => granted += 1,
+                Err(not_until) => {
+                    let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                        &governor::clock::DefaultClock::default(),
+                    ));
+                    self.rate_ready_at = Some(now + wait);
+                    self.rate_limited += 1;
+                    break;
+                }
+            }
+        }
+        granted
     }
 
     /// Requests in flight now.
@@ -167,14 +224,16 @@ impl ProviderGate {
         }
     }
 
-    /// When the gate may next open by itself (pause or cool-down over), if it is shut.
+    /// When the gate may next open by itself (pause, cool-down or rate wait over), if it is
+    /// shut.
     pub fn reopens_at(&self, now: Instant) -> Option<Instant> {
         let pause = self.paused_until(now);
         let cooldown = match self.breaker {
             Breaker::Open { until } if until > now => Some(until),
             _ => None,
         };
-        pause.max(cooldown)
+        let rate = self.rate_ready_at.filter(|at| *at > now);
+        pause.max(cooldown).max(rate)
     }
 
     /// `n` requests were claimed and are about to be sent.
@@ -241,7 +300,26 @@ mod tests {
             breaker_failures: 2,
             breaker_cooldown: Duration::from_secs(10),
             max_pause: Duration::from_secs(60),
+            rate_limit: None,
         }
+    }
+
+    #[test]
+    fn the_rate_limit_grants_the_burst_then_waits() {
+        let now = Instant::now();
+        let mut g = ProviderGate::new(ProviderLimits {
+            max_in_flight: 100,
+            rate_limit: Some(RateLimit {
+                per_second: NonZeroU32::new(10).unwrap(),
+                burst: NonZeroU32::new(4).unwrap(),
+            }),
+            ..limits()
+        });
+        assert_eq!(g.take(10, now), 4, "the burst");
+        assert_eq!(g.take(10, now), 0, "then the limiter is dry");
+        assert_eq!(g.rate_limited(), 2, "both claims ran the limiter dry");
+        let reopens = g.reopens_at(now).expect("a wait for the next token");
+        assert!(reopens > now && reopens <= now + Duration::from_millis(110));
     }
 
     #[test]

@@ -17,5 +17,5 @@ pub mod run_loop;
 pub mod wakeup;
 
 pub use actions::{ActionRuntime, ActionTable};
-pub use capacity::{Breaker, ProviderGate, ProviderLimits, ProviderSignal};
+pub use capacity::{Breaker, ProviderGate, ProviderLimits, ProviderSignal, RateLimit};
 pub use dispatcher::{Dispatcher, DispatcherSettings, StepReport};

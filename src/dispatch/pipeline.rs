@@ -54,6 +54,8 @@ pub struct ProviderState {
     pub breaker: &'static str,
     /// Whether a `Retry-After` pause is in force.
     pub paused: bool,
+    /// How often a claim found its rate limiter dry.
+    pub rate_limited: u64,
 }
 
 impl Dispatcher {
@@ -227,7 +229,7 @@ impl Dispatcher {
                 let mut lanes = lock(lanes);
                 let lane = lanes.get_mut(&provider).expect("lanes are fixed at start");
                 let now = Instant::now();
-                let available = lane.gate.available(now);
+                let available = lane.gate.take(free.min(batch), now);
                 if available == 0 {
                     reopens_at = match (reopens_at, lane.gate.reopens_at(now)) {
                         (Some(a), Some(b)) => Some(a.min(b)),
@@ -235,7 +237,7 @@ impl Dispatcher {
                     };
                     continue;
                 }
-                (available.min(free).min(batch), lane.actions.clone())
+                (available, lane.actions.clone())
             };
             let request = ClaimRequest {
                 limit: u32::try_from(limit).unwrap_or(u32::MAX),
@@ -329,6 +331,7 @@ impl Dispatcher {
                 in_flight: lane.gate.in_flight(),
                 breaker: lane.gate.breaker(now).as_str(),
                 paused: lane.gate.paused_until(now).is_some(),
+                rate_limited: lane.gate.rate_limited(),
             })
             .collect();
         drop(guard);

@@ -50,35 +50,43 @@ impl Browser {
             crate::support::announce_skip(&format!("{msg}; SKIPPING the headless-browser test"));
             return None;
         }
-        let port = free_port();
-        let driver = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn chromedriver");
         let client = reqwest::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(60))
             .build()
             .unwrap();
-        let base = format!("http://127.0.0.1:{port}");
-        let profile = tempfile::tempdir().expect("profile dir");
-        let mut browser = Browser {
-            driver,
-            client,
-            session: String::new(),
-            base,
-            _profile: profile,
-        };
-        browser.wait_until_ready().await;
-        browser.session = browser.new_session().await;
-        Some(browser)
+        // The free port can be taken by another process before chromedriver binds it:
+        // chromedriver then exits, and a new port is tried.
+        for _ in 0..5 {
+            let port = free_port();
+            let driver = Command::new(CHROMEDRIVER)
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn chromedriver");
+            let mut browser = Browser {
+                driver,
+                client: client.clone(),
+                session: String::new(),
+                base: format!("http://127.0.0.1:{port}"),
+                _profile: tempfile::tempdir().expect("profile dir"),
+            };
+            if browser.wait_until_ready().await {
+                browser.session = browser.new_session().await;
+                return Some(browser);
+            }
+        }
+        panic!("chromedriver exited at start on five free ports in a row");
     }
 
-    async fn wait_until_ready(&self) {
+    /// Waits until chromedriver answers ready (true) or has exited (false: port taken).
+    async fn wait_until_ready(&mut self) -> bool {
         let deadline = Instant::now() + PATIENCE;
         loop {
+            if matches!(self.driver.try_wait(), Ok(Some(_))) {
+                return false;
+            }
             let status = self
                 .client
                 .get(format!("{}/status", self.base))
@@ -87,7 +95,7 @@ impl Browser {
             if let Ok(response) = status {
                 let body: Value = response.json().await.unwrap_or(Value::Null);
                 if body["value"]["ready"] == json!(true) {
-                    return;
+                    return true;
                 }
             }
             assert!(
