@@ -33,6 +33,8 @@ use crate::store::ClaimRequest;
 
 /// How long the outcome writer waits for more outcomes after the first before committing.
 pub const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(2);
+/// How long the claimer waits, after a request ended, for more slots to free up.
+pub const REFILL_WINDOW: Duration = Duration::from_millis(1);
 
 /// One provider's actions and live gate.
 pub(super) struct ProviderLane {
@@ -165,12 +167,16 @@ impl Dispatcher {
                 Ok(ClaimRound::NoSlots) => None,
                 Ok(ClaimRound::Idle { reopens_at }) => {
                     failures = 0;
-                    let idle = self.idle_wait().await.min(self.settings.reclaim_every);
-                    if slots.available_permits() == self.settings.concurrency.max(1) {
+                    let idle = if slots.available_permits() == self.settings.concurrency.max(1) {
+                        let idle = self.idle_wait().await.min(self.settings.reclaim_every);
                         // Nothing in flight and nothing claimable: only a wake-up, a due
                         // time or a reopening provider starts work now (tests read this).
                         tracing::debug!(?idle, "idle: waiting for a wake-up or the next poll");
-                    }
+                        idle
+                    } else {
+                        // Requests in flight: their ends wake the claimer; no query needed.
+                        self.settings.poll_interval.min(self.settings.reclaim_every)
+                    };
                     Some(reopens_at.map_or(idle, |at| {
                         idle.min(at.saturating_duration_since(Instant::now()))
                     }))
@@ -185,12 +191,29 @@ impl Dispatcher {
             // Free slots: wait for a wake-up, a due time or a finished request. No slot:
             // wait for a finished request only.
             let sleep = wait.unwrap_or(Duration::from_secs(3600));
-            tokio::select! {
-                woken = wakeup.wait(sleep), if wait.is_some() => { let _ = woken; }
-                _ = finished.notified() => {}
-                _ = shutdown.changed() => {}
+            let by_a_finished_request = tokio::select! {
+                woken = wakeup.wait(sleep), if wait.is_some() => { let _ = woken; false }
+                _ = finished.notified() => true,
+                _ = shutdown.changed() => false,
+            };
+            if by_a_finished_request {
+                self.gather_free_slots(slots, finished).await;
             }
         }
+    }
+
+    /// After a request ended, waits up to [`REFILL_WINDOW`] for more to end, so that a busy
+    /// pipeline claims several intents per statement instead of one per finished request.
+    async fn gather_free_slots(&self, slots: &Semaphore, finished: &Notify) {
+        let concurrency = self.settings.concurrency.max(1);
+        let batch = usize::try_from(self.settings.batch_size.max(1)).unwrap_or(1);
+        let enough = (concurrency / 4).clamp(1, batch);
+        let _ = tokio::time::timeout(REFILL_WINDOW, async {
+            while slots.available_permits() < enough {
+                finished.notified().await;
+            }
+        })
+        .await;
     }
 
     async fn take_over_expired(
@@ -305,9 +328,11 @@ impl Dispatcher {
                     _ = &mut window => break,
                 }
             }
-            let mut report = StepReport::default();
-            if let Err(e) = self.record(group, &mut report).await {
-                tracing::error!(error = %e, "recording outcomes failed past the lease; those intents will be taken over as ambiguous");
+            for batch in unique_batches(group) {
+                let mut report = StepReport::default();
+                if let Err(e) = self.record(batch, &mut report).await {
+                    tracing::error!(error = %e, "recording outcomes failed past the lease; those intents will be taken over as ambiguous");
+                }
             }
         }
     }
@@ -347,6 +372,27 @@ enum ClaimRound {
     NoSlots,
     /// Nothing more to claim now; a shut provider reopens at this instant, if any.
     Idle { reopens_at: Option<Instant> },
+}
+
+/// Splits finished work so that no batch holds one intent twice (its own late outcome and
+/// the takeover of its expired lease can end up in one group; the fence decides, one at a
+/// time).
+fn unique_batches(group: Vec<Finished>) -> Vec<Vec<Finished>> {
+    let mut batches: Vec<(std::collections::HashSet<i64>, Vec<Finished>)> = Vec::new();
+    for item in group {
+        let id = match &item {
+            Finished::Outcome(o) => o.intent_id,
+            Finished::Release(r) => r.intent_id,
+        };
+        match batches.iter_mut().find(|(ids, _)| !ids.contains(&id)) {
+            Some((ids, items)) => {
+                ids.insert(id);
+                items.push(item);
+            }
+            None => batches.push(([id].into_iter().collect(), vec![item])),
+        }
+    }
+    batches.into_iter().map(|(_, items)| items).collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
