@@ -537,3 +537,25 @@ async fn upgrade_keeps_the_privileges_set_on_the_producer_functions() {
         );
     }
 }
+
+/// A producer built with this version against a PostgreSQL schema older than 0003 (the
+/// function has the same signature there) would record a key any tenant can squat: the
+/// enqueue is refused instead, as on SQLite without the secret.
+#[tokio::test]
+async fn enqueue_refuses_a_schema_without_namespaced_keys() {
+    let Some(t) = TestDb::postgres_at(2).await else {
+        return;
+    };
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    let mut tx = pool.begin().await.unwrap();
+    let result = outboxd::enqueue(&mut tx, refund("acme", "op-old", 5)).await;
+    tx.rollback().await.unwrap();
+    let err = result.expect_err("a key that is not namespaced must not be recorded");
+    assert!(
+        matches!(err, outboxd::EnqueueError::KeySecret(_)),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("0003"), "{err}");
+}
