@@ -17,6 +17,9 @@ use sha2::Sha256;
 
 use crate::intent::{IdempotencyKey, TenantId};
 
+/// How every key the provider sees begins.
+pub const WIRE_KEY_PREFIX: &str = "obx2_";
+
 /// The per-installation secret that namespaces keys. Its `Debug` output is redacted.
 #[derive(Clone, PartialEq, Eq)]
 pub struct KeySecret(Vec<u8>);
@@ -36,6 +39,13 @@ pub enum KeySecretError {
     /// The stored secret is not 64 hex digits.
     #[error("the stored key secret in outboxd_installation is not 64 hex digits")]
     Malformed,
+    /// PostgreSQL recorded a new intent without a namespaced key: its schema predates
+    /// migration 0003. Roll the transaction back.
+    #[error("the database schema predates migration 0003 (a new intent got key {key:?}, not namespaced by tenant); roll back and run `outboxd migrate` first")]
+    SchemaTooOld {
+        /// The key the old schema stored.
+        key: String,
+    },
 }
 
 impl KeySecret {
@@ -59,7 +69,7 @@ pub fn wire_idempotency_key(
     mac.update(tenant.as_str().as_bytes());
     mac.update(b"\0");
     mac.update(key.as_str().as_bytes());
-    let text = format!("obx2_{}", hex::encode(mac.finalize().into_bytes()));
+    let text = format!("{WIRE_KEY_PREFIX}{}", hex::encode(mac.finalize().into_bytes()));
     IdempotencyKey::parse(text).expect("69 printable ASCII characters")
 }
 

@@ -357,3 +357,71 @@ async fn postgres_digest_agrees_on_generated_texts() {
         );
     }
 }
+
+/// Hand-picked texts where Rust and SQL could part ways: `\u` escapes of non-BMP characters
+/// (as surrogate pairs) in keys and values, keys whose UTF-16 and code point orders differ,
+/// duplicate keys, zeros and ones in every notation, numbers in nested arrays, big exponents,
+/// and canonical forms exactly at and one byte over the 256 KiB limit (built from long
+/// digit strings). Both sides succeed with the same canonical form and digest, or both refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_digest_agrees_on_edge_texts() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    let at_limit = |last_exp: usize| {
+        format!("{{\"n\":[1e100000,1E+100000,{}e{last_exp}]}}", "1")
+    };
+    let mut texts: Vec<String> = [
+        r#"{"\ud83d\ude00": "\ud83d\ude00", "\uff5e": 1, "\ue000": 2, "a": "\u00e9\u2028"}"#,
+        r#"{"k": 1, "k": [2, {"k": 3, "k": 4}], "K": 0}"#,
+        r#"{"z": [0.0e-0, -0, -0.0, 0E+5, 0e-99, 1.0E+0, 1e0, 10e-1, 100E-2, 1E+2]}"#,
+        r#"{"deep": [[[[-0.000, [1.50, [2.500e1]]]]]], "e": [1e400, -1e-400, 123456789012345678901234567890e-30]}"#,
+        r#"{"big": 18446744073709551616, "neg": -9223372036854775809, "p": 0.1000000000000000055511151231257827}"#,
+        r#"{"s": "\u0000"}"#,
+        r#"{"s": "\"\\\/\b\f\n\r\t\u001f\u007f"}"#,
+        r#"{}"#,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    // 6 + 100001 + 1 + 100001 + 1 + (1 + exp) + 2 bytes: exp 62131 is exactly 262144.
+    texts.push(at_limit(62131));
+    texts.push(at_limit(62132));
+    texts.push(format!("{{\"s\":\"{}\"}}", "x".repeat(262144 - 8)));
+    texts.push(format!("{{\"s\":\"{}\"}}", "x".repeat(262144 - 7)));
+    texts.push(format!("{{\"s\":\"{}\"}}", "\u{e9}".repeat((262144 - 8) / 2)));
+    for text in &texts {
+        for version in [1, 1_000_000] {
+            let value: Result<serde_json::Value, _> = serde_json::from_str(text);
+            let rust = value.map_err(|e| e.to_string()).and_then(|v| {
+                let action = ActionName::parse("act").unwrap();
+                let canonical = canonical_payload(&v).map_err(|e| e.to_string())?;
+                let digest = payload_digest(&action, version, &v).map_err(|e| e.to_string())?;
+                Ok((canonical, digest.as_str().to_owned()))
+            });
+            let sql: Result<(String, String), _> = sqlx::query_as(
+                "SELECT outbox_canonical_json($1::text::jsonb), outbox_payload_sha256('act', $2, $1::text::jsonb)",
+            )
+            .bind(text)
+            .bind(version)
+            .fetch_one(pool)
+            .await;
+            let short = &text[..text.len().min(80)];
+            match (rust, sql) {
+                (Ok((rc, rd)), Ok((sc, sd))) => {
+                    assert_eq!(rc, sc, "canonical of {short}");
+                    assert_eq!(rd, sd, "digest of {short} (version {version})");
+                }
+                (Err(_), Err(_)) => {}
+                (r, s) => panic!(
+                    "{short}… (version {version}): Rust {:?}, SQL {:?}",
+                    r.map(|x| x.1),
+                    s.map(|x| x.1)
+                ),
+            }
+        }
+    }
+}

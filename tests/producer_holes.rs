@@ -403,3 +403,159 @@ both_backends!(
     plain_insert_cannot_revive_a_pruned_operation,
     numbers_reach_the_provider_exactly,
 );
+
+/// REPEATABLE READ and SERIALIZABLE keep the transaction's snapshot: a prune that committed
+/// after it was taken (here: before the INSERT even began, no race needed) is invisible to
+/// the tombstone check. The INSERT, plain or through the function, must still fail (40001),
+/// and the retried transaction is answered from the tombstone; a fresh operation in the same
+/// isolation is recorded and leaves no placeholder behind.
+#[tokio::test]
+async fn snapshot_isolation_cannot_revive_an_operation_pruned_after_its_snapshot() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    let payload = r#"{"amount": 5, "tenant": "acme"}"#;
+    let mut n = 0;
+    for isolation in ["REPEATABLE READ", "SERIALIZABLE"] {
+        for via_function in [false, true] {
+            n += 1;
+            let op = format!("op-snap-{n}");
+            let first = h.enqueue(refund("acme", &op, 5)).await;
+            h.dispatcher.drain().await.unwrap();
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(&format!("SET TRANSACTION ISOLATION LEVEL {isolation}"))
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            // The snapshot is taken here, while the delivered intent still exists.
+            sqlx::query("SELECT count(*) FROM outbox_attempts")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            prune_all(&h).await;
+            let sql = if via_function {
+                "SELECT intent_id FROM outbox_enqueue('acme', $1, 'issue_refund', $2::text::jsonb)"
+            } else {
+                "INSERT INTO outbox_intents (tenant, operation_id, action, payload) \
+                 VALUES ('acme', $1, 'issue_refund', $2::text::jsonb) RETURNING id"
+            };
+            let result = sqlx::query_scalar::<_, i64>(sql)
+                .bind(&op)
+                .bind(payload)
+                .fetch_one(&mut *tx)
+                .await;
+            // Ended before asserting, so a failure does not leave the schema locked.
+            tx.rollback().await.unwrap();
+            let err = result.expect_err(&format!(
+                "{isolation}, function {via_function}: a pruned operation must not be recorded again"
+            ));
+            let code = err
+                .as_database_error()
+                .and_then(|e| e.code())
+                .map(|c| c.into_owned());
+            assert_eq!(code.as_deref(), Some("40001"), "{isolation}: {err}");
+            let replayed: bool = sqlx::query_scalar(
+                "SELECT replayed FROM outbox_enqueue('acme', $1, 'issue_refund', $2::text::jsonb)",
+            )
+            .bind(&op)
+            .bind(payload)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+            assert!(replayed, "{isolation}: the retry is answered from the tombstone");
+            assert_eq!(
+                scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+                0,
+                "{isolation}, function {via_function}"
+            );
+            h.dispatcher.drain().await.unwrap();
+            assert_eq!(h.provider.effects_for_key(&first.idempotency_key).len(), 1);
+        }
+        // A new operation in the same isolation is recorded, and leaves no placeholder.
+        let tombstones = scalar(&h.db, "SELECT count(*) FROM outbox_tombstones").await;
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query(&format!("SET TRANSACTION ISOLATION LEVEL {isolation}"))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let fresh = format!("op-fresh-{isolation}");
+        sqlx::query(
+            "INSERT INTO outbox_intents (tenant, operation_id, action, payload) \
+             VALUES ('acme', $1, 'issue_refund', '{}')",
+        )
+        .bind(&fresh)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(
+            scalar(&h.db, "SELECT count(*) FROM outbox_tombstones").await,
+            tombstones
+        );
+        assert!(h.store.find_intent("acme", &fresh).await.unwrap().is_some());
+        sqlx::query("DELETE FROM outbox_intents")
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+}
+
+/// Migration 0003 replaces the producer functions in place: privileges an operator set on
+/// the 0002 functions (EXECUTE revoked from PUBLIC, granted to producer roles) survive.
+#[tokio::test]
+async fn upgrade_keeps_the_privileges_set_on_the_producer_functions() {
+    let Some(t) = TestDb::postgres_at(2).await else {
+        return;
+    };
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    for f in ["outbox_enqueue", "outbox_enqueue_prehashed"] {
+        sqlx::query(&format!(
+            "DO $$ BEGIN EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', '{f}'::regproc::regprocedure); END $$"
+        ))
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    t.db.migrate().await.expect("upgrade to the current schema");
+    for f in ["outbox_enqueue", "outbox_enqueue_prehashed"] {
+        let acl: Option<String> = sqlx::query_scalar(&format!(
+            "SELECT proacl::text FROM pg_proc WHERE oid = '{f}'::regproc"
+        ))
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        let acl = acl.expect("an explicit ACL (NULL would mean PUBLIC may execute)");
+        assert!(
+            !acl.contains("{=X") && !acl.contains(",=X"),
+            "{f}: PUBLIC may execute again after the upgrade: {acl}"
+        );
+    }
+}
+
+/// A producer built with this version against a PostgreSQL schema older than 0003 (the
+/// function has the same signature there) would record a key any tenant can squat: the
+/// enqueue is refused instead, as on SQLite without the secret.
+#[tokio::test]
+async fn enqueue_refuses_a_schema_without_namespaced_keys() {
+    let Some(t) = TestDb::postgres_at(2).await else {
+        return;
+    };
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    let mut tx = pool.begin().await.unwrap();
+    let result = outboxd::enqueue(&mut tx, refund("acme", "op-old", 5)).await;
+    tx.rollback().await.unwrap();
+    let err = result.expect_err("a key that is not namespaced must not be recorded");
+    assert!(
+        matches!(err, outboxd::EnqueueError::KeySecret(_)),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("0003"), "{err}");
+}

@@ -148,13 +148,34 @@ CREATE TRIGGER outbox_intents_fill_defaults BEFORE INSERT ON outbox_intents
 -- After the row is in (so after any wait on the unique index for a concurrent prune of the
 -- same operation): a tombstone committed by then refuses the INSERT. The query takes a new
 -- snapshot (READ COMMITTED), so it sees a prune that committed while the INSERT waited.
+-- REPEATABLE READ and SERIALIZABLE keep the transaction's snapshot, which misses a prune
+-- committed after it was taken (even one that ended before the INSERT began); there, a
+-- placeholder tombstone is inserted and removed again: ON CONFLICT DO NOTHING against a
+-- tombstone this snapshot cannot see raises serialization_failure (40001), so the INSERT
+-- fails and the retried transaction is answered from the tombstone.
 CREATE FUNCTION outbox_intents_refuse_pruned() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER AS $fn$
+DECLARE
+    placed boolean;
 BEGIN
     IF EXISTS (SELECT 1 FROM outbox_tombstones t
                WHERE t.tenant = NEW.tenant AND t.operation_id = NEW.operation_id) THEN
         RAISE EXCEPTION 'operation % of tenant % was already recorded (and pruned); call outbox_enqueue for its receipt',
             NEW.operation_id, NEW.tenant USING ERRCODE = '23505';
+    END IF;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        INSERT INTO outbox_tombstones AS t (tenant, operation_id, intent_id, action,
+            payload_sha256, idempotency_key, final_state, pruned_at)
+        VALUES (NEW.tenant, NEW.operation_id, NEW.id, NEW.action, NEW.payload_sha256,
+            NEW.idempotency_key, 'pending', clock_timestamp())
+        ON CONFLICT (tenant, operation_id) DO NOTHING
+        RETURNING true INTO placed;
+        IF placed IS NOT TRUE THEN
+            RAISE EXCEPTION 'operation % of tenant % was already recorded (and pruned); call outbox_enqueue for its receipt',
+                NEW.operation_id, NEW.tenant USING ERRCODE = '23505';
+        END IF;
+        DELETE FROM outbox_tombstones t
+         WHERE t.tenant = NEW.tenant AND t.operation_id = NEW.operation_id;
     END IF;
     RETURN NULL;
 END
@@ -167,10 +188,8 @@ CREATE TRIGGER outbox_intents_refuse_pruned AFTER INSERT ON outbox_intents
 -- fail with 23505, and calling again returns the tombstone's receipt. p_payload_sha256 is
 -- ignored (kept so that callers built against 0002 still work): the digest is always
 -- computed in SQL, and only when it is compared (a replay, a conflict) or stored (trigger).
-DROP FUNCTION outbox_enqueue(text, text, text, jsonb, integer, text, text, timestamptz, timestamptz);
-DROP FUNCTION outbox_enqueue_prehashed(text, text, text, jsonb, integer, text, text, text,
-    timestamptz, timestamptz);
-CREATE FUNCTION outbox_enqueue_prehashed(
+-- Replaced in place (same signatures), so privileges granted on the 0002 functions stay.
+CREATE OR REPLACE FUNCTION outbox_enqueue_prehashed(
     p_tenant text, p_operation_id text, p_action text, p_payload jsonb,
     p_payload_version integer, p_payload_sha256 text, p_idempotency_key text,
     p_ordering_key text, p_not_before timestamptz, p_deadline timestamptz)
@@ -224,7 +243,7 @@ $fn$;
 -- The producer contract for any language: call inside your own transaction.
 --   SELECT * FROM outbox_enqueue('acme', 'op-42', 'issue_refund', '{"amount": 100}');
 -- The digest is computed here, in SQL (the Rust library calls this too on PostgreSQL).
-CREATE FUNCTION outbox_enqueue(
+CREATE OR REPLACE FUNCTION outbox_enqueue(
     p_tenant text, p_operation_id text, p_action text, p_payload jsonb,
     p_payload_version integer DEFAULT 1, p_idempotency_key text DEFAULT NULL,
     p_ordering_key text DEFAULT NULL, p_not_before timestamptz DEFAULT NULL,

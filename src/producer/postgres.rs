@@ -38,10 +38,21 @@ async fn enqueue_pg(conn: &mut PgConnection, i: &ValidIntent) -> Result<Enqueued
             _ => EnqueueError::Database(e),
         })?;
     let state: String = row.try_get("state")?;
+    let idempotency_key: String = row.try_get("idempotency_key")?;
+    let replayed: bool = row.try_get("replayed")?;
+    // A schema older than 0003 has the same function and would record the key unnamespaced
+    // (and the digest rounded): refuse, like SQLite without its secret. Replays of intents
+    // recorded before the upgrade keep their old keys and are fine.
+    if !replayed && !idempotency_key.starts_with(crate::wire_key::WIRE_KEY_PREFIX) {
+        return Err(crate::wire_key::KeySecretError::SchemaTooOld {
+            key: idempotency_key,
+        }
+        .into());
+    }
     Ok(Enqueued {
         intent_id: row.try_get("intent_id")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        replayed: row.try_get("replayed")?,
+        idempotency_key,
+        replayed,
         state: IntentState::parse(&state).unwrap_or(IntentState::Pending),
     })
 }
