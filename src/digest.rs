@@ -199,7 +199,7 @@ fn write_number(out: &mut String, n: &Number) -> Result<(), InvalidField> {
         InvalidField::new(
             "payload",
             format!(
-                "has a number ({}) whose plain decimal form is longer than {MAX_PAYLOAD_BYTES} bytes",
+                "has a number ({}) with more digits than can be stored exactly (131072 before the point, 16383 after, {MAX_PAYLOAD_BYTES} bytes in all)",
                 abbreviate(&text)
             ),
         )
@@ -227,8 +227,14 @@ fn abbreviate(text: &str) -> String {
     }
 }
 
+/// Most digits before the point a number may have (PostgreSQL's numeric limit).
+const NUMERIC_MAX_INTEGER_DIGITS: i64 = 131_072;
+/// Most digits after the point a number may have (PostgreSQL's numeric limit).
+const NUMERIC_MAX_FRACTION_DIGITS: i64 = 16_383;
+
 /// The exact plain decimal form of a JSON number's text (see [`write_number`]), or `None`
-/// when it would be longer than [`MAX_PAYLOAD_BYTES`] (or the text is not a JSON number).
+/// when it would be longer than [`MAX_PAYLOAD_BYTES`], has more digits than PostgreSQL's
+/// numeric holds (131072 before the point, 16383 after), or is not a JSON number.
 pub fn exact_decimal(text: &str) -> Option<String> {
     let (negative, unsigned) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
@@ -256,6 +262,12 @@ pub fn exact_decimal(text: &str) -> Option<String> {
         .checked_add(exponent)?
         .checked_sub(i64::try_from(leading).ok()?)?;
     let len = i64::try_from(significant.len()).ok()?;
+    // PostgreSQL's numeric holds at most 131072 digits before the point and 16383 after:
+    // one bound for both backends, so a number is accepted by both or by neither.
+    let fraction_digits = (len - point).max(0);
+    if point > NUMERIC_MAX_INTEGER_DIGITS || fraction_digits > NUMERIC_MAX_FRACTION_DIGITS {
+        return None;
+    }
     let width = if point <= 0 {
         2 - point + len
     } else {
@@ -352,6 +364,11 @@ mod tests {
         assert_eq!(exact_decimal("1e999999999"), None);
         assert_eq!(exact_decimal("1e-999999999"), None);
         assert_eq!(exact_decimal("1e99999999999999999999999"), None);
+        // PostgreSQL's numeric bounds, on both backends.
+        assert!(exact_decimal("1e131071").is_some());
+        assert_eq!(exact_decimal("1e131072"), None);
+        assert!(exact_decimal("1e-16383").is_some());
+        assert_eq!(exact_decimal("1e-16384"), None);
         let err = payload_digest(
             &action(),
             1,

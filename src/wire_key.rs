@@ -69,7 +69,10 @@ pub fn wire_idempotency_key(
     mac.update(tenant.as_str().as_bytes());
     mac.update(b"\0");
     mac.update(key.as_str().as_bytes());
-    let text = format!("{WIRE_KEY_PREFIX}{}", hex::encode(mac.finalize().into_bytes()));
+    let text = format!(
+        "{WIRE_KEY_PREFIX}{}",
+        hex::encode(mac.finalize().into_bytes())
+    );
     IdempotencyKey::parse(text).expect("69 printable ASCII characters")
 }
 

@@ -371,9 +371,7 @@ async fn postgres_digest_agrees_on_edge_texts() {
     let Database::Postgres(pool) = &t.db else {
         unreachable!()
     };
-    let at_limit = |last_exp: usize| {
-        format!("{{\"n\":[1e100000,1E+100000,{}e{last_exp}]}}", "1")
-    };
+    let at_limit = |last_exp: usize| format!("{{\"n\":[1e100000,1E+100000,{}e{last_exp}]}}", "1");
     let mut texts: Vec<String> = [
         r#"{"\ud83d\ude00": "\ud83d\ude00", "\uff5e": 1, "\ue000": 2, "a": "\u00e9\u2028"}"#,
         r#"{"k": 1, "k": [2, {"k": 3, "k": 4}], "K": 0}"#,
@@ -392,7 +390,10 @@ async fn postgres_digest_agrees_on_edge_texts() {
     texts.push(at_limit(62132));
     texts.push(format!("{{\"s\":\"{}\"}}", "x".repeat(262144 - 8)));
     texts.push(format!("{{\"s\":\"{}\"}}", "x".repeat(262144 - 7)));
-    texts.push(format!("{{\"s\":\"{}\"}}", "\u{e9}".repeat((262144 - 8) / 2)));
+    texts.push(format!(
+        "{{\"s\":\"{}\"}}",
+        "\u{e9}".repeat((262144 - 8) / 2)
+    ));
     for text in &texts {
         for version in [1, 1_000_000] {
             let value: Result<serde_json::Value, _> = serde_json::from_str(text);

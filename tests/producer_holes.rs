@@ -466,7 +466,10 @@ async fn snapshot_isolation_cannot_revive_an_operation_pruned_after_its_snapshot
             .fetch_one(pool)
             .await
             .unwrap();
-            assert!(replayed, "{isolation}: the retry is answered from the tombstone");
+            assert!(
+                replayed,
+                "{isolation}: the retry is answered from the tombstone"
+            );
             assert_eq!(
                 scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
                 0,

@@ -172,6 +172,13 @@ fn check_key_retention(
 fn check_probe(key: &str, probe: &ProbeConfig, report: &mut Report<'_>) {
     check_method(&format!("{key}.method"), &probe.method, report);
     check_path(&format!("{key}.path"), &probe.path, true, report);
+    if !probe.path.contains("{idempotency_key}") && !probe.path.contains("{tenant}") {
+        report.warn(
+            format!("{key}.path"),
+            "names neither {idempotency_key} nor {tenant}: two tenants with the same operation id \
+             would share one probe answer (use {idempotency_key}: it is unique per tenant)",
+        );
+    }
     check_pointer(
         &format!("{key}.reference_pointer"),
         &probe.reference_pointer,
