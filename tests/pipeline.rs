@@ -59,14 +59,15 @@ struct Running {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     dispatcher: Arc<Dispatcher>,
+    metrics: Arc<outboxd::metrics::Metrics>,
 }
 
 async fn start(t: &TestDb, actions: Vec<ActionRuntime>, settings: DispatcherSettings) -> Running {
-    let dispatcher = Arc::new(Dispatcher::new(
-        t.db.store(),
-        Arc::new(ActionTable::new(actions)),
-        settings,
-    ));
+    let metrics = outboxd::metrics::Metrics::shared();
+    let dispatcher = Arc::new(
+        Dispatcher::new(t.db.store(), Arc::new(ActionTable::new(actions)), settings)
+            .with_metrics(metrics.clone()),
+    );
     let (stop, stopped) = watch::channel(false);
     let wakeup = outboxd::dispatch::wakeup::Wakeup::new(&t.db, Arc::new(Notify::new())).await;
     let task = tokio::spawn(dispatcher.clone().run(wakeup, stopped));
@@ -74,6 +75,7 @@ async fn start(t: &TestDb, actions: Vec<ActionRuntime>, settings: DispatcherSett
         stop,
         task,
         dispatcher,
+        metrics,
     }
 }
 
@@ -239,6 +241,11 @@ async fn breaker_stops_claims_and_recovers(t: &TestDb) {
          10 intents x 5 attempts would all be spent"
     );
     assert_ne!(opened.breaker, "closed", "{opened:?}");
+    let exported = run.metrics.encode().unwrap();
+    assert!(
+        exported.contains("outboxd_provider_breaker{provider=\"flaky\",state=\"closed\"} 0"),
+        "/metrics shows the breaker is not closed: {exported}"
+    );
     let failed = scalar(
         &t.db,
         "SELECT count(*) FROM outbox_intents WHERE state = 'failed'",

@@ -156,10 +156,13 @@ impl Dispatcher {
                     tracing::warn!(error = %e, "taking over expired leases failed; will retry");
                 }
             }
-            let wait = match self
+            let round = self
                 .claim_round(lanes, slots, finished, outcomes, requests)
-                .await
-            {
+                .await;
+            if let Some(m) = &self.metrics {
+                m.providers().set(&self.provider_states());
+            }
+            let wait = match round {
                 Ok(ClaimRound::Full) => {
                     failures = 0;
                     continue;

@@ -11,11 +11,14 @@
 //!   oldest due intent, the reconciliation backlog and its age. They describe the shared
 //!   outbox, so every replica reports the same values; they are refreshed on scrape, at
 //!   most once per [`OUTBOX_REFRESH_INTERVAL`].
+//! * **Provider gauges** the delivery pipeline sets ([`providers::ProviderGauges`]):
+//!   requests in flight, breaker state, `Retry-After` pause, rate-limited claims.
 //!
 //! Nothing here touches the network or decides anything; the admin server encodes, the
 //! dispatcher reports.
 
 mod outbox;
+pub mod providers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +82,7 @@ pub struct Metrics {
     lease_expiries: Counter,
     claim_batch: Histogram,
     outbox: OutboxGauges,
+    providers: providers::ProviderGauges,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -131,6 +135,7 @@ impl Metrics {
             claim_batch.clone(),
         );
         let outbox = OutboxGauges::register(&mut registry);
+        let providers = providers::ProviderGauges::register(&mut registry);
         Self {
             registry,
             attempts,
@@ -139,7 +144,13 @@ impl Metrics {
             lease_expiries,
             claim_batch,
             outbox,
+            providers,
         }
+    }
+
+    /// The per-provider bulkhead gauges.
+    pub fn providers(&self) -> &providers::ProviderGauges {
+        &self.providers
     }
 
     /// A fresh set behind an `Arc`, ready to share.
