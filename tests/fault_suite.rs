@@ -255,6 +255,20 @@ async fn pause_a_zombie(
         all
     })
     .await;
+    if !taken_over {
+        // What held them: the sessions of the database and the rows still not taken over.
+        if let Database::Postgres(pool) = db {
+            let sessions: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+                "SELECT state, wait_event_type, left(query, 80) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap_or_default();
+            println!("sessions when the takeover stalled: {sessions:?}");
+        }
+        println!("claims held: {held:?}; now: {:?}", claims_of(db, &owner).await);
+    }
     daemons[0].signal("CONT");
     assert!(
         taken_over,

@@ -186,3 +186,21 @@ both_backends!(
     skewed_replica_clock_does_not_decide_leases,
     late_outcome_after_takeover_is_fenced,
 );
+
+/// The daemon's PostgreSQL sessions end a transaction left idle (a process stopped inside
+/// one would otherwise hold row locks that `SKIP LOCKED` claims and takeovers step around).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatcher_sessions_end_transactions_left_idle() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let db = outboxd::store::connect_dispatcher(&t.url, 2).await.unwrap();
+    let Database::Postgres(pool) = &db else {
+        unreachable!()
+    };
+    let setting: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(setting, "15s");
+}

@@ -17,7 +17,7 @@ use crate::dispatch::wakeup::Wakeup;
 use crate::dispatch::{Dispatcher, DispatcherSettings};
 use crate::metrics::Metrics;
 use crate::store::compat::{check_schema_window, SchemaFit};
-use crate::store::{connect, Database};
+use crate::store::{connect_dispatcher, Database};
 
 /// Why the daemon could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +61,7 @@ pub struct RunOptions {
 /// Opens the database named in `config`, applying migrations unless told not to, then
 /// checks that the schema is inside this build's compatibility window.
 pub async fn open_database(config: &Config, migrate: bool) -> Result<Database, DaemonError> {
-    let db = connect(&config.database.url, config.database.max_connections).await?;
+    let db = connect_dispatcher(&config.database.url, config.database.max_connections).await?;
     if migrate {
         let report = db.migrate().await?;
         for (version, name) in &report.applied {

@@ -89,8 +89,32 @@ fn without_unsupported_secrets(url: &str) -> String {
     }
 }
 
+/// How long a PostgreSQL session of the dispatcher may sit idle inside a transaction before
+/// the server ends it ([`connect_dispatcher`]). outboxd's own transactions never wait on
+/// the client for long; a process stopped (SIGSTOP, a frozen VM) inside one would otherwise
+/// hold its row locks, and replicas claiming with `SKIP LOCKED` could not take its
+/// intents over until it resumed.
+pub const DISPATCHER_IDLE_IN_TRANSACTION: Duration = Duration::from_secs(15);
+
 /// Opens a pool of at most `max_connections`.
 pub async fn connect(url: &str, max_connections: u32) -> Result<Database, ConnectError> {
+    open(url, max_connections, None).await
+}
+
+/// Opens the daemon's pool: like [`connect`], and on PostgreSQL each session ends any
+/// transaction left idle for [`DISPATCHER_IDLE_IN_TRANSACTION`].
+pub async fn connect_dispatcher(
+    url: &str,
+    max_connections: u32,
+) -> Result<Database, ConnectError> {
+    open(url, max_connections, Some(DISPATCHER_IDLE_IN_TRANSACTION)).await
+}
+
+async fn open(
+    url: &str,
+    max_connections: u32,
+    idle_in_transaction: Option<Duration>,
+) -> Result<Database, ConnectError> {
     let open_err = |source| ConnectError::Open {
         url: redact_url(url),
         source,
@@ -98,7 +122,11 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Database, Connec
     match DatabaseUrl::parse(url)? {
         DatabaseUrl::Postgres(url) => {
             let url = without_unsupported_secrets(&url);
-            let options = PgConnectOptions::from_str(&url).map_err(open_err)?;
+            let mut options = PgConnectOptions::from_str(&url).map_err(open_err)?;
+            if let Some(limit) = idle_in_transaction {
+                let millis = limit.as_millis().to_string();
+                options = options.options([("idle_in_transaction_session_timeout", millis)]);
+            }
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections.max(2))
                 .acquire_timeout(Duration::from_secs(10))

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-pub use connect::{connect, Database, DatabaseUrl};
+pub use connect::{connect, connect_dispatcher, Database, DatabaseUrl};
 pub use review::*;
 pub use types::*;
 
