@@ -269,7 +269,10 @@ async fn pause_a_zombie(
             .unwrap_or_default();
             println!("sessions when the takeover stalled: {sessions:?}");
         }
-        println!("claims held: {held:?}; now: {:?}", claims_of(db, &owner).await);
+        println!(
+            "claims held: {held:?}; now: {:?}",
+            claims_of(db, &owner).await
+        );
     }
     daemons[0].signal("CONT");
     assert!(

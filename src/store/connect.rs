@@ -103,10 +103,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Database, Connec
 
 /// Opens the daemon's pool: like [`connect`], and on PostgreSQL each session ends any
 /// transaction left idle for [`DISPATCHER_IDLE_IN_TRANSACTION`].
-pub async fn connect_dispatcher(
-    url: &str,
-    max_connections: u32,
-) -> Result<Database, ConnectError> {
+pub async fn connect_dispatcher(url: &str, max_connections: u32) -> Result<Database, ConnectError> {
     open(url, max_connections, Some(DISPATCHER_IDLE_IN_TRANSACTION)).await
 }
 
