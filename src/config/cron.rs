@@ -35,6 +35,7 @@ mod tests {
             "0 0 0 L * *",
             "0 0 0 ? * 5#2",
             "0 0-30/5 * * * *",
+            "@daily",
         ] {
             assert_eq!(check_cron(ok), Ok(()), "{ok}");
         }
