@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Regenerates tests/digest_vectors.json: the canonical payload and sha256 of each vector,
 computed here in Python, independently of outboxd's Rust and SQL implementations (which
-tests/digest_vectors.rs checks against this file). Canonical form: see README
-"Payload digest". Usage: python3 scripts/digest-vectors.py > tests/digest_vectors.json"""
+tests/digest_vectors.rs checks against this file). Canonical form: see
+docs/producers.md, "Payload digest". Usage: python3 scripts/digest-vectors.py > tests/digest_vectors.json"""
 import hashlib
 import hmac
 import json

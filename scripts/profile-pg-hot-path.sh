@@ -11,7 +11,7 @@
 #   bash scripts/profile-pg-hot-path.sh [postgres://postgres@127.0.0.1:5432/postgres]
 #
 # It creates (and drops) the database outboxd_profile. Figures are intents (rows) per second
-# = pgbench tps × batch, 4 clients, batch 100. Used for the profile in README → Performance.
+# = pgbench tps × batch, 4 clients, batch 100. Used in docs/performance.md.
 set -euo pipefail
 export PGOPTIONS="-c client_min_messages=warning"
 cd "$(dirname "$0")/.."

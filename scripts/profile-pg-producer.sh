@@ -12,7 +12,7 @@
 #   - narrow-bare: a bare INSERT into outbox_data, whose AFTER INSERT row trigger writes the
 #     dispatch row (how a plain INSERT by a producer would have to keep working).
 # Each shape runs three times, interleaved, with synchronous_commit off (the CPU cost alone)
-# and once more with it on. Used for the producer profile in README → Performance.
+# and once more with it on. Used for the producer profile in docs/performance.md.
 #
 #   bash scripts/profile-pg-producer.sh [postgres://postgres@127.0.0.1:5432/postgres]
 #

@@ -5,7 +5,7 @@
 //! invariant checker's zeros (see `outboxd::checker`).
 //!
 //! `OUTBOXD_FAULT_SEED=N` replays a seed; `OUTBOXD_SOAK=1` runs ten times the intents
-//! and four times the kills (see the README's Guarantees section).
+//! and four times the kills (see docs/architecture.md, Test harness).
 
 mod support;
 

@@ -223,7 +223,13 @@ async fn resolutions_need_a_note_and_a_reference(t: &TestDb) {
     no_note.note = "  ".into();
     assert!(matches!(
         h.store.resolve_reconciliation(&no_note).await,
-        Err(ReviewError::Invalid(_))
+        Err(ReviewError::Invalid(f)) if f.field == "note"
+    ));
+    let mut no_actor = resolution(item_id, ResolutionKind::Abandoned);
+    no_actor.actor = "".into();
+    assert!(matches!(
+        h.store.resolve_reconciliation(&no_actor).await,
+        Err(ReviewError::Invalid(f)) if f.field == "actor"
     ));
     let no_ref = resolution(
         item_id,
@@ -233,9 +239,20 @@ async fn resolutions_need_a_note_and_a_reference(t: &TestDb) {
     );
     assert!(matches!(
         h.store.resolve_reconciliation(&no_ref).await,
-        Err(ReviewError::Invalid(_))
+        Err(ReviewError::Invalid(f)) if f.field == "provider_ref"
     ));
     assert_eq!(h.intent(intent_id).await.state, IntentState::Unknown);
+    let blank_cancel = Cancellation {
+        intent_id,
+        scope: TenantScope::All,
+        actor: "ops".into(),
+        note: " ".into(),
+        now: Utc::now(),
+    };
+    assert!(matches!(
+        h.store.cancel_intent(&blank_cancel).await,
+        Err(ReviewError::Invalid(f)) if f.field == "note"
+    ));
 }
 
 async fn cancel_only_pending(t: &TestDb) {

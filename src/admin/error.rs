@@ -156,20 +156,9 @@ impl From<ReviewError> for ApiError {
                 resolved_at,
             },
             ReviewError::WrongState { state, what } => ApiError::WrongState { state, what },
-            ReviewError::Invalid(reason) => ApiError::invalid(invalid_field_of(&reason), reason),
+            ReviewError::Invalid(field) => ApiError::invalid(field.field, field.reason),
             ReviewError::Store(e) => ApiError::Store(e),
         }
-    }
-}
-
-/// The request field a store validation message is about.
-fn invalid_field_of(reason: &str) -> &'static str {
-    if reason.contains("provider reference") {
-        "provider_ref"
-    } else if reason.contains("actor") {
-        "actor"
-    } else {
-        "note"
     }
 }
 
@@ -187,5 +176,24 @@ impl From<EnqueueError> for ApiError {
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         ApiError::Store(StoreError::Database(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intent::InvalidField;
+
+    #[test]
+    fn a_store_validation_error_keeps_its_field() {
+        for field in ["note", "actor", "provider_ref"] {
+            // The reason mentions another field: the field comes from the error, not the text.
+            let error = ApiError::from(ReviewError::Invalid(InvalidField::new(
+                field,
+                "the actor must give the provider reference in a note",
+            )));
+            assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+            assert_eq!(error.body()["error"]["field"], json!(field), "{field}");
+        }
     }
 }

@@ -98,12 +98,9 @@ pub(crate) fn resolution_kind(
     }
 }
 
-/// A required note, trimmed.
+/// A required note, trimmed (the store's note rule).
 pub(crate) fn required_note(note: Option<&str>) -> Result<String, ApiError> {
-    note.map(str::trim)
-        .filter(|n| !n.is_empty())
-        .map(str::to_owned)
-        .ok_or_else(|| ApiError::invalid("note", "a note saying why is required"))
+    Ok(crate::store::check_note(note.unwrap_or(""))?.to_owned())
 }
 
 /// Resolves an open item as the caller (operator only), then pokes the local dispatcher

@@ -104,7 +104,7 @@ impl CommandError {
                 state,
                 what,
             },
-            ReviewError::Invalid(why) => CommandError::Usage(why),
+            ReviewError::Invalid(why) => CommandError::Usage(why.reason),
             ReviewError::Store(e) => CommandError::Store(e),
         }
     }

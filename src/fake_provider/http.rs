@@ -1,7 +1,7 @@
 //! The fake provider's per-connection request reader: buffers bytes, waits for a complete
 //! head and `Content-Length` body, answers `Expect: 100-continue`, keeps pipelined leftovers
 //! for the next call, and hands out [`Request`]s that share the read buffer (no copying).
-//! Head parsing lives in [`super::parse`]; responses are written by [`super::response`].
+//! Head parsing (`httparse`) lives in [`super::parse`]; responses are written by [`super::response`].
 
 use std::mem;
 use std::ops::Range;
@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::parse::{find_head_end, parse_head, Head, HeaderPos, HttpError};
+use super::parse::{parse_head, Head, HeaderPos, HttpError};
 
 /// How much buffer space to offer each read while waiting for a request head.
 const READ_CHUNK: usize = 8 * 1024;
@@ -137,16 +137,13 @@ impl Reader {
             .take_while(|b| matches!(b, b'\r' | b'\n'))
             .count();
         let _ = self.buf.split_to(blank);
-        let Some(end) = find_head_end(&self.buf) else {
+        let limit = self.buf.len().min(self.max_head);
+        let Some(head) = parse_head(&self.buf[..limit], &mut self.spare_headers)? else {
             return match self.buf.len() > self.max_head {
                 true => Err(HttpError::HeadTooLarge(self.max_head)),
                 false => Ok(None),
             };
         };
-        if end > self.max_head {
-            return Err(HttpError::HeadTooLarge(self.max_head));
-        }
-        let head = parse_head(&self.buf[..end], &mut self.spare_headers)?;
         if head.content_length > self.max_body {
             return Err(HttpError::BodyTooLarge(self.max_body));
         }

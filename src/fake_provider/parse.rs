@@ -1,7 +1,8 @@
-//! Pure parsing of an HTTP/1.1 request head for the fake provider: request line,
-//! case-insensitive headers, and the framing facts (`Content-Length`, `Transfer-Encoding`,
-//! `Connection`, `Expect`) that decide how the body is read and whether the connection is
-//! kept alive. Also the [`HttpError`] every read failure maps to.
+//! Parsing of an HTTP/1.1 request head for the fake provider: `httparse` reads the request
+//! line and headers; this module keeps where each part lies in the read buffer and the
+//! framing facts (`Content-Length`, `Transfer-Encoding`, `Connection`, `Expect`) that decide
+//! how the body is read and whether the connection is kept alive. Also the [`HttpError`]
+//! every read failure maps to.
 
 use std::ops::Range;
 
@@ -77,45 +78,6 @@ pub(crate) struct Head {
     pub(crate) expect_continue: bool,
 }
 
-/// The offset just past the blank line ending the head, if it has arrived.
-pub(crate) fn find_head_end(buf: &[u8]) -> Option<usize> {
-    let mut from = 0;
-    while let Some(p) = buf[from..].iter().position(|&b| b == b'\n') {
-        let nl = from + p;
-        let rest = &buf[nl + 1..];
-        if rest.first() == Some(&b'\n') {
-            return Some(nl + 2);
-        }
-        if rest.starts_with(b"\r\n") {
-            return Some(nl + 3);
-        }
-        from = nl + 1;
-    }
-    None
-}
-
-/// Splits `buf` (a complete head) into line ranges without their line terminators.
-fn lines(buf: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
-    let mut pos = 0;
-    std::iter::from_fn(move || {
-        let nl = pos + buf[pos..].iter().position(|&b| b == b'\n')?;
-        let end = if nl > pos && buf[nl - 1] == b'\r' {
-            nl - 1
-        } else {
-            nl
-        };
-        let line = pos..end;
-        pos = nl + 1;
-        Some(line)
-    })
-}
-
-fn is_token(s: &[u8]) -> bool {
-    !s.is_empty()
-        && s.iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b))
-}
-
 /// Header facts that decide framing and connection reuse.
 #[derive(Default)]
 struct Framing {
@@ -127,13 +89,13 @@ struct Framing {
 }
 
 impl Framing {
-    fn note(&mut self, name: &[u8], value: &[u8]) -> Result<(), HttpError> {
+    fn note(&mut self, name: &str, value: &[u8]) -> Result<(), HttpError> {
         let has = |token: &str| {
             value
                 .split(|&b| b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
         };
-        if name.eq_ignore_ascii_case(b"content-length") {
+        if name.eq_ignore_ascii_case("content-length") {
             let parsed = std::str::from_utf8(value)
                 .ok()
                 .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
@@ -143,88 +105,86 @@ impl Framing {
                 return Err(HttpError::Malformed("conflicting Content-Length"));
             }
             self.content_length = Some(parsed);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
             self.chunked_or_coded = true;
-        } else if name.eq_ignore_ascii_case(b"connection") {
+        } else if name.eq_ignore_ascii_case("connection") {
             self.close |= has("close");
             self.keep_alive |= has("keep-alive");
-        } else if name.eq_ignore_ascii_case(b"expect") {
+        } else if name.eq_ignore_ascii_case("expect") {
             self.expect_continue |= has("100-continue");
         }
         Ok(())
     }
 }
 
-pub(crate) fn parse_head(buf: &[u8], headers: &mut Vec<HeaderPos>) -> Result<Head, HttpError> {
+/// Parses the head at the start of `buf`, filling `headers` with positions in `buf`.
+///
+/// `Ok(None)` while the head is incomplete (more bytes are needed). Empty lines before the
+/// request line are tolerated (RFC 9112 section 2.2); the returned lengths count them.
+pub(crate) fn parse_head(
+    buf: &[u8],
+    headers: &mut Vec<HeaderPos>,
+) -> Result<Option<Head>, HttpError> {
     headers.clear();
-    let mut lines = lines(buf);
-    let request_line = lines.next().ok_or(HttpError::Malformed("empty request"))?;
-    let (method, target, http11) = parse_request_line(buf, request_line)?;
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut slots);
+    let len = match request.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(refusal(e)),
+    };
+    let at = |part: &[u8]| offset_of(buf, part);
+    let method = request
+        .method
+        .ok_or(HttpError::Malformed("bad request line"))?;
+    let target = request
+        .path
+        .ok_or(HttpError::Malformed("bad request line"))?;
+    if !target.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+        return Err(HttpError::Malformed("bad request target"));
+    }
+    let http11 = request.version == Some(1);
     let mut framing = Framing::default();
-    for line in lines.take_while(|l| !l.is_empty()) {
-        let text = &buf[line.clone()];
-        if matches!(text.first(), Some(b' ' | b'\t')) {
-            return Err(HttpError::Malformed("obsolete header line folding"));
-        }
-        let colon = text.iter().position(|&b| b == b':');
-        let colon = colon.ok_or(HttpError::Malformed("header without colon"))?;
-        if !is_token(&text[..colon]) {
-            return Err(HttpError::Malformed("bad header name"));
-        }
-        let value = trim_range(buf, line.start + colon + 1..line.end);
-        if headers.len() == MAX_HEADERS {
-            return Err(HttpError::TooManyHeaders);
-        }
-        framing.note(&text[..colon], &buf[value.clone()])?;
+    for header in request.headers.iter() {
+        framing.note(header.name, header.value)?;
+        let name = at(header.name.as_bytes());
         headers.push(HeaderPos {
-            name: line.start..line.start + colon,
-            value,
+            name: name..name + header.name.len(),
+            value: trim_range(buf, at(header.value)..at(header.value) + header.value.len()),
         });
     }
-    let body_method = matches!(&buf[method.clone()], b"POST" | b"PUT" | b"PATCH");
+    let body_method = matches!(method, "POST" | "PUT" | "PATCH");
     if framing.chunked_or_coded || (body_method && framing.content_length.is_none()) {
         return Err(HttpError::LengthRequired);
     }
-    Ok(Head {
-        method,
-        target,
-        len: buf.len(),
+    let method_at = at(method.as_bytes());
+    let target_at = at(target.as_bytes());
+    Ok(Some(Head {
+        method: method_at..method_at + method.len(),
+        target: target_at..target_at + target.len(),
+        len,
         content_length: framing.content_length.unwrap_or(0),
         keep_alive: !framing.close && (http11 || framing.keep_alive),
         expect_continue: framing.expect_continue,
-    })
+    }))
 }
 
-/// Method range, target range, and whether the version is HTTP/1.1.
-fn parse_request_line(
-    buf: &[u8],
-    line: Range<usize>,
-) -> Result<(Range<usize>, Range<usize>, bool), HttpError> {
-    let text = &buf[line.clone()];
-    let mut parts = text.split(|&b| b == b' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(HttpError::Malformed("bad request line"));
-    };
-    if !is_token(method) {
-        return Err(HttpError::Malformed("bad method"));
+/// What `httparse` refused, as the error the connection answers with.
+fn refusal(error: httparse::Error) -> HttpError {
+    match error {
+        httparse::Error::TooManyHeaders => HttpError::TooManyHeaders,
+        httparse::Error::Version => HttpError::Version,
+        httparse::Error::HeaderName => HttpError::Malformed("bad header name"),
+        httparse::Error::HeaderValue => HttpError::Malformed("bad header value"),
+        httparse::Error::NewLine => HttpError::Malformed("bad line ending"),
+        httparse::Error::Token => HttpError::Malformed("bad method"),
+        httparse::Error::Status => HttpError::Malformed("bad request line"),
     }
-    if target.is_empty() || !target.iter().all(|b| (0x21..0x7f).contains(b)) {
-        return Err(HttpError::Malformed("bad request target"));
-    }
-    let http11 = match version {
-        b"HTTP/1.1" => true,
-        b"HTTP/1.0" => false,
-        _ => return Err(HttpError::Version),
-    };
-    let method_start = line.start;
-    let target_start = method_start + method.len() + 1;
-    Ok((
-        method_start..target_start - 1,
-        target_start..target_start + target.len(),
-        http11,
-    ))
+}
+
+/// Where `part`, a sub-slice of `buf` handed out by `httparse`, starts in `buf`.
+fn offset_of(buf: &[u8], part: &[u8]) -> usize {
+    part.as_ptr() as usize - buf.as_ptr() as usize
 }
 
 /// Shrinks `range` to exclude leading and trailing spaces and tabs.

@@ -69,7 +69,7 @@ async fn bad_framing_and_limits_are_refused() {
         ..Default::default()
     };
     let p = FakeProvider::start(options).expect("start");
-    let cases: [(Vec<u8>, u16); 5] = [
+    let cases: [(Vec<u8>, u16); 7] = [
         (
             b"POST /keyed/a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(),
             411,
@@ -87,6 +87,8 @@ async fn bad_framing_and_limits_are_refused() {
             413,
         ),
         (b"GARBAGE\r\n\r\n".to_vec(), 400),
+        (b"GET /x HTTP/1.1\r\nX-Bad: a\x01b\r\n\r\n".to_vec(), 400),
+        (b"GET /x HTTP/2.0\r\n\r\n".to_vec(), 505),
     ];
     for (request, status) in cases {
         let mut raw = Raw::connect(&p).await;

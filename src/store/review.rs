@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{IntentRow, StoreError};
-use crate::intent::IntentId;
+use crate::intent::{IntentId, InvalidField};
 
 /// Which tenants a caller may see and touch. Every admin read and write is scoped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,9 +169,9 @@ pub enum ReviewError {
         /// What was expected.
         what: &'static str,
     },
-    /// A required field is missing or malformed.
-    #[error("invalid request: {0}")]
-    Invalid(String),
+    /// A required field is missing or malformed; the error names the field.
+    #[error("invalid request: {}", .0.reason)]
+    Invalid(InvalidField),
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -183,19 +183,34 @@ impl From<sqlx::Error> for ReviewError {
     }
 }
 
+/// The note rule, for resolutions and cancellations alike: a change says why. Returns the
+/// note without surrounding whitespace.
+pub fn check_note(note: &str) -> Result<&str, ReviewError> {
+    let note = note.trim();
+    if note.is_empty() {
+        return Err(ReviewError::Invalid(InvalidField::new(
+            "note",
+            "a note saying why is required",
+        )));
+    }
+    Ok(note)
+}
+
 /// Checks a resolution's required fields.
 pub fn check_resolution(r: &Resolution) -> Result<(), ReviewError> {
-    if r.note.trim().is_empty() {
-        return Err(ReviewError::Invalid("a note saying why is required".into()));
-    }
+    check_note(&r.note)?;
     if r.actor.trim().is_empty() {
-        return Err(ReviewError::Invalid("the actor is required".into()));
+        return Err(ReviewError::Invalid(InvalidField::new(
+            "actor",
+            "the actor is required",
+        )));
     }
     if let ResolutionKind::Delivered { provider_ref } = &r.kind {
         if provider_ref.trim().is_empty() {
-            return Err(ReviewError::Invalid(
-                "resolving as delivered requires the provider reference".into(),
-            ));
+            return Err(ReviewError::Invalid(InvalidField::new(
+                "provider_ref",
+                "resolving as delivered requires the provider reference",
+            )));
         }
     }
     Ok(())

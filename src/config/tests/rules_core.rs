@@ -190,7 +190,7 @@ fn schedule_and_retention_rules() {
     assert_rejected(
         "[probes]\nschedule = \"61 * * * * *\"\n",
         "probes.schedule",
-        "second field",
+        "\"61 * * * * *\" is not a valid schedule",
     );
     assert_rejected(
         "[retention]\nfinished_after = \"0s\"\n",

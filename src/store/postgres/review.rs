@@ -218,9 +218,7 @@ pub(super) async fn cancel_intent(
     pool: &PgPool,
     c: &Cancellation,
 ) -> Result<IntentRow, ReviewError> {
-    if c.note.trim().is_empty() {
-        return Err(ReviewError::Invalid("a note saying why is required".into()));
-    }
+    crate::store::check_note(&c.note)?;
     let mut tx = pool.begin().await?;
     let row = sqlx::query(
         "SELECT id, tenant, state, ambiguous_attempts FROM outbox_intents WHERE id = $1 \
