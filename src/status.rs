@@ -45,8 +45,7 @@ pub fn render(summary: &StatusSummary, now: DateTime<Utc>) -> String {
 /// Renders the published provider states as text: one line per provider and daemon.
 pub fn render_providers(rows: &[ProviderStateRow], now: DateTime<Utc>) -> String {
     if rows.is_empty() {
-        return "providers: none published (no daemon running against this database)\n"
-            .to_owned();
+        return "providers: none published (no daemon running against this database)\n".to_owned();
     }
     let mut out = String::from("providers (as published by each running daemon)\n");
     for r in rows {

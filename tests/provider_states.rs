@@ -52,32 +52,54 @@ async fn the_store_keeps_each_owners_latest_rows(t: &TestDb) {
     let store = t.db.store();
     let never = Utc::now() - chrono::Duration::days(1);
     let zero = chrono::Duration::zero();
-    let a = [row("a", "pay", "closed", zero), row("a", "mail", "open", zero)];
+    let a = [
+        row("a", "pay", "closed", zero),
+        row("a", "mail", "open", zero),
+    ];
     store.publish_provider_states("a", &a, never).await.unwrap();
     let b = [row("b", "pay", "half_open", zero)];
     store.publish_provider_states("b", &b, never).await.unwrap();
     let listed = store.list_provider_states().await.unwrap();
     assert_eq!(listed.len(), 3);
     let mail = listed.iter().find(|r| r.provider == "mail").unwrap();
-    assert_eq!(mail.breaker_open_until.map(|t| t.timestamp()), a[1].breaker_open_until.map(|t| t.timestamp()));
+    assert_eq!(
+        mail.breaker_open_until.map(|t| t.timestamp()),
+        a[1].breaker_open_until.map(|t| t.timestamp())
+    );
     assert_eq!(ms(mail), ms(&a[1]));
-    assert_eq!((mail.in_flight, mail.max_in_flight, mail.rate_limited_waits), (3, 8, 2));
+    assert_eq!(
+        (mail.in_flight, mail.max_in_flight, mail.rate_limited_waits),
+        (3, 8, 2)
+    );
     assert_eq!(
         trimmed(listed),
-        [("mail", "a", "open"), ("pay", "a", "closed"), ("pay", "b", "half_open")]
-            .map(|(p, o, b)| (p.to_owned(), o.to_owned(), b.to_owned()))
-            .to_vec()
+        [
+            ("mail", "a", "open"),
+            ("pay", "a", "closed"),
+            ("pay", "b", "half_open")
+        ]
+        .map(|(p, o, b)| (p.to_owned(), o.to_owned(), b.to_owned()))
+        .to_vec()
     );
     // A new publication replaces the owner's rows (a provider no longer there goes).
     let a2 = [row("a", "pay", "open", zero)];
-    store.publish_provider_states("a", &a2, never).await.unwrap();
+    store
+        .publish_provider_states("a", &a2, never)
+        .await
+        .unwrap();
     assert_eq!(store.list_provider_states().await.unwrap().len(), 2);
     // A row older than `forget_before` is deleted by anyone's next publication.
     let dead = [row("dead", "pay", "closed", chrono::Duration::hours(2))];
-    store.publish_provider_states("dead", &dead, never).await.unwrap();
+    store
+        .publish_provider_states("dead", &dead, never)
+        .await
+        .unwrap();
     assert_eq!(store.list_provider_states().await.unwrap().len(), 3);
     let hour_ago = Utc::now() - chrono::Duration::hours(1);
-    store.publish_provider_states("b", &b, hour_ago).await.unwrap();
+    store
+        .publish_provider_states("b", &b, hour_ago)
+        .await
+        .unwrap();
     let owners: Vec<String> = store
         .list_provider_states()
         .await
@@ -87,7 +109,10 @@ async fn the_store_keeps_each_owners_latest_rows(t: &TestDb) {
         .collect();
     assert_eq!(owners, ["a", "b"]);
     store.withdraw_provider_states("a").await.unwrap();
-    assert_eq!(trimmed(store.list_provider_states().await.unwrap()).len(), 1);
+    assert_eq!(
+        trimmed(store.list_provider_states().await.unwrap()).len(),
+        1
+    );
 }
 
 fn failing_action(provider: &FakeProvider) -> ActionRuntime {
@@ -125,7 +150,10 @@ async fn wait_for_rows(
         if done(&rows) {
             return rows;
         }
-        assert!(Instant::now() < until, "timed out waiting for {what}: {rows:?}");
+        assert!(
+            Instant::now() < until,
+            "timed out waiting for {what}: {rows:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -163,7 +191,10 @@ async fn a_running_pipeline_publishes_its_breaker_and_withdraws_on_stop(t: &Test
     })
     .await;
     let open = &open[0];
-    assert!(open.breaker_open_until.is_some_and(|u| u > Utc::now()), "{open:?}");
+    assert!(
+        open.breaker_open_until.is_some_and(|u| u > Utc::now()),
+        "{open:?}"
+    );
 
     // The admin API and the status output show the same rows.
     let server = AdminServer::start(&t.db).await;
@@ -176,14 +207,20 @@ async fn a_running_pipeline_publishes_its_breaker_and_withdraws_on_stop(t: &Test
     assert_eq!(listed[0]["stale"], false);
     let rows = store.list_provider_states().await.unwrap();
     let text = outboxd::status::render_providers(&rows, Utc::now());
-    assert!(text.contains("flaky") && text.contains("breaker open"), "{text}");
+    assert!(
+        text.contains("flaky") && text.contains("breaker open"),
+        "{text}"
+    );
     assert!(!text.contains("STALE"), "{text}");
     let summary = store.status_summary(Utc::now()).await.unwrap();
     let json = outboxd::status::to_json(&summary, &rows, Utc::now());
     assert_eq!(json["providers"][0]["breaker"], "open", "{json}");
     let waiting = json["intents_by_state"]["pending"].as_i64().unwrap()
         + json["intents_by_state"]["in_flight"].as_i64().unwrap();
-    assert_eq!(waiting, 4, "nothing spent its budget on an open breaker: {json}");
+    assert_eq!(
+        waiting, 4,
+        "nothing spent its budget on an open breaker: {json}"
+    );
 
     stop.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(30), task)

@@ -70,7 +70,10 @@ async fn a_new_tenant_is_served_while_another_drains_a_backlog(t: &TestDb) {
     let steps_again = steps_until_delivered(&h, again, 20).await;
     assert!(steps_early <= 2, "a-early waited {steps_early} claims");
     assert!(steps_again <= 2, "z-late waited {steps_again} more claims");
-    assert!(pending_of(&h, "m-backlog").await > 0, "backlog not yet done");
+    assert!(
+        pending_of(&h, "m-backlog").await > 0,
+        "backlog not yet done"
+    );
     h.dispatcher.drain().await.unwrap();
     assert_eq!(pending_of(&h, "m-backlog").await, 0);
     assert_eq!(h.provider.effect_count(), backlog as usize + 3);

@@ -130,11 +130,18 @@ mod tests {
         turns.advance(&share, 4, &claimed(&["a", "a", "a", "a"]));
         let next = turns.share(4);
         assert_eq!(next.after_tenant.as_deref(), Some("a"));
-        assert_eq!(next.per_tenant, 4, "one crowded tenant keeps the whole claim");
+        assert_eq!(
+            next.per_tenant, 4,
+            "one crowded tenant keeps the whole claim"
+        );
         // b (after a) then the wrap back to a: the claim ended on a, not on b.
         turns.advance(&next, 4, &claimed(&["b", "a", "a", "a"]));
         assert_eq!(turns.share(4).after_tenant.as_deref(), Some("a"));
-        assert_eq!(turns.share(4).per_tenant, 4, "b had one intent: not crowded");
+        assert_eq!(
+            turns.share(4).per_tenant,
+            4,
+            "b had one intent: not crowded"
+        );
     }
 
     #[test]
@@ -151,7 +158,10 @@ mod tests {
         assert_eq!(share.after_tenant.as_deref(), Some("b"));
         turns.advance(&share, 4, &claimed(&["c", "c", "a", "a"]));
         let share = turns.share(4);
-        assert_eq!((share.after_tenant.as_deref(), share.per_tenant), (Some("a"), 2));
+        assert_eq!(
+            (share.after_tenant.as_deref(), share.per_tenant),
+            (Some("a"), 2)
+        );
     }
 
     #[test]
@@ -162,7 +172,10 @@ mod tests {
         let share = turns.share(4);
         turns.advance(&share, 4, &claimed(&["b", "b", "b", "b"]));
         let share = turns.share(4);
-        assert_eq!((share.after_tenant.as_deref(), share.per_tenant), (Some("b"), 2));
+        assert_eq!(
+            (share.after_tenant.as_deref(), share.per_tenant),
+            (Some("b"), 2)
+        );
     }
 
     #[test]

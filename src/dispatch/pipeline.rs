@@ -367,8 +367,7 @@ impl Dispatcher {
         };
         let (now, wall) = (Instant::now(), chrono::Utc::now());
         let on_wall_clock = |at: Instant| {
-            wall + chrono::Duration::from_std(at.saturating_duration_since(now))
-                .unwrap_or_default()
+            wall + chrono::Duration::from_std(at.saturating_duration_since(now)).unwrap_or_default()
         };
         let mut guard = lock(&lanes);
         let states = guard

@@ -50,8 +50,11 @@ pub fn is_stale(row: &ProviderStateRow, now: DateTime<Utc>) -> bool {
     (now - row.updated_at).to_std().unwrap_or_default() > STALE_AFTER
 }
 
+/// Each provider's breaker state and whether it is paused.
+type Marks = Vec<(String, &'static str, bool)>;
+
 /// What makes a publication due before [`PUBLISH_EVERY`]: a breaker or pause change.
-fn transitions(states: &[ProviderState]) -> Vec<(String, &'static str, bool)> {
+fn transitions(states: &[ProviderState]) -> Marks {
     states
         .iter()
         .map(|s| (s.provider.clone(), s.breaker, s.paused))
@@ -62,7 +65,7 @@ impl Dispatcher {
     /// Publishes this daemon's provider states until aborted (spawned by
     /// [`Dispatcher::run`]).
     pub(super) async fn publish_provider_states(self: Arc<Self>) {
-        let mut last: Option<(Instant, Vec<(String, &'static str, bool)>)> = None;
+        let mut last: Option<(Instant, Marks)> = None;
         loop {
             let states = self.provider_states();
             let marks = transitions(&states);

@@ -175,7 +175,9 @@ fn lease_must_cover_request_timeout_plus_margin() {
     let warnings = warnings_of(&fits);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        warnings[0].starts_with("dispatcher.lease: 30s is barely above providers.payments.request_timeout (29s)"),
+        warnings[0].starts_with(
+            "dispatcher.lease: 30s is barely above providers.payments.request_timeout (29s)"
+        ),
         "{warnings:?}"
     );
     let roomy = toml_with(&[("request_timeout", "\"20s\"")], &[], "");

@@ -19,8 +19,8 @@ use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 
 use crate::store::{
-    lease_millis, ClaimRequest, ClaimedIntent, FairShare, OutcomeRecord, RecordResult, Release, StoreError,
-    Transition, LEASE_EXPIRED_ERROR,
+    lease_millis, ClaimRequest, ClaimedIntent, FairShare, OutcomeRecord, RecordResult, Release,
+    StoreError, Transition, LEASE_EXPIRED_ERROR,
 };
 
 /// The claim statement.

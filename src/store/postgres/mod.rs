@@ -16,9 +16,9 @@ use sqlx::PgPool;
 
 use super::{
     AttemptRow, AuditEntry, Cancellation, ClaimRequest, ClaimedIntent, FairShare, IntentFilter,
-    IntentRow, NewAuditEntry, ProviderStateRow, OutboxStore, OutcomeRecord, ReconciliationFilter, ReconciliationItem,
-    RecordResult, Release, Resolution, ReviewError, StatusSummary, StoreError, TenantScope,
-    Tombstone,
+    IntentRow, NewAuditEntry, OutboxStore, OutcomeRecord, ProviderStateRow, ReconciliationFilter,
+    ReconciliationItem, RecordResult, Release, Resolution, ReviewError, StatusSummary, StoreError,
+    TenantScope, Tombstone,
 };
 use crate::intent::IntentId;
 

@@ -51,19 +51,23 @@ pub(super) async fn withdraw(pool: &PgPool, owner: &str) -> Result<(), StoreErro
     Ok(())
 }
 
+/// One stored row: owner, provider, in flight, max in flight, rate-limited waits, breaker,
+/// breaker open until, paused until, updated at.
+type Row = (
+    String,
+    String,
+    i32,
+    i32,
+    i64,
+    String,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+    DateTime<Utc>,
+);
+
 /// Every row, by provider then owner.
 pub(super) async fn list(pool: &PgPool) -> Result<Vec<ProviderStateRow>, StoreError> {
-    let rows: Vec<(
-        String,
-        String,
-        i32,
-        i32,
-        i64,
-        String,
-        Option<DateTime<Utc>>,
-        Option<DateTime<Utc>>,
-        DateTime<Utc>,
-    )> = sqlx::query_as(
+    let rows: Vec<Row> = sqlx::query_as(
         "SELECT owner, provider, in_flight, max_in_flight, rate_limited_waits, breaker, \
          breaker_open_until, paused_until, updated_at FROM outbox_provider_states \
          ORDER BY provider, owner",

@@ -3,8 +3,8 @@
 //! [`claims`] (the dispatcher's hot path) and [`reads`] (status and review).
 
 mod claims;
-mod providers;
 mod outcomes;
+mod providers;
 mod reads;
 mod retention;
 mod review;
@@ -17,9 +17,9 @@ use sqlx::SqlitePool;
 
 use super::{
     AttemptRow, AuditEntry, Cancellation, ClaimRequest, ClaimedIntent, FairShare, IntentFilter,
-    IntentRow, NewAuditEntry, ProviderStateRow, OutboxStore, OutcomeRecord, ReconciliationFilter, ReconciliationItem,
-    RecordResult, Release, Resolution, ReviewError, StatusSummary, StoreError, TenantScope,
-    Tombstone,
+    IntentRow, NewAuditEntry, OutboxStore, OutcomeRecord, ProviderStateRow, ReconciliationFilter,
+    ReconciliationItem, RecordResult, Release, Resolution, ReviewError, StatusSummary, StoreError,
+    TenantScope, Tombstone,
 };
 use crate::intent::IntentId;
 

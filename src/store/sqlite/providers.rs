@@ -52,19 +52,23 @@ pub(super) async fn withdraw(pool: &SqlitePool, owner: &str) -> Result<(), Store
     Ok(())
 }
 
+/// One stored row: owner, provider, in flight, max in flight, rate-limited waits, breaker,
+/// breaker open until, paused until, updated at.
+type Row = (
+    String,
+    String,
+    i64,
+    i64,
+    i64,
+    String,
+    Option<i64>,
+    Option<i64>,
+    i64,
+);
+
 /// Every row, by provider then owner.
 pub(super) async fn list(pool: &SqlitePool) -> Result<Vec<ProviderStateRow>, StoreError> {
-    let rows: Vec<(
-        String,
-        String,
-        i64,
-        i64,
-        i64,
-        String,
-        Option<i64>,
-        Option<i64>,
-        i64,
-    )> = sqlx::query_as(
+    let rows: Vec<Row> = sqlx::query_as(
         "SELECT owner, provider, in_flight, max_in_flight, rate_limited_waits, breaker, \
          breaker_open_until, paused_until, updated_at FROM outbox_provider_states \
          ORDER BY provider, owner",
