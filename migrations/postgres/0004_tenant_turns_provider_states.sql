@@ -1,10 +1,11 @@
 -- 0004: tenants are served in turn; each daemon publishes its providers' bulkhead state.
 -- Expand-only (the previous binary runs unchanged on this schema): one index, one table.
 
--- The claim visits tenants in turn and seeks, per tenant, its due intents in order: one
--- short index range per tenant, never a scan of another tenant's backlog. Built while the
+-- The claim visits tenants in turn and seeks, per tenant and action of the provider it
+-- claims for, the due intents in order: one short index range each, never a scan of
+-- another tenant's backlog, nor of a backlog for another (paused or saturated) provider. Built while the
 -- migration holds its lock (writers wait for the build on a large table).
-CREATE INDEX outbox_intents_due_by_tenant ON outbox_intents (tenant, next_attempt_at, id)
+CREATE INDEX outbox_intents_due_by_tenant ON outbox_intents (tenant, action, next_attempt_at, id)
     WHERE state = 'pending';
 
 -- Each running daemon (owner) writes one row per provider every few seconds and on a

@@ -1,8 +1,8 @@
 -- Paired with migrations/postgres/0004_tenant_turns_provider_states.sql: tenants are served
--- in turn (a per-tenant due index); each daemon publishes its providers' bulkhead state.
+-- in turn (a per-tenant, per-action due index); each daemon publishes its providers' bulkhead state.
 -- Expand-only (the previous binary runs unchanged on this schema).
 
-CREATE INDEX outbox_intents_due_by_tenant ON outbox_intents (tenant, next_attempt_at, id)
+CREATE INDEX outbox_intents_due_by_tenant ON outbox_intents (tenant, action, next_attempt_at, id)
     WHERE state = 'pending';
 
 -- Times are INTEGER milliseconds since the Unix epoch, as everywhere in this schema.

@@ -34,8 +34,9 @@ pub struct ClaimRequest {
 /// The claim visits tenants with pending intents in name order, starting with the first
 /// tenant after `after_tenant` and wrapping around to the first one, and takes from each at
 /// most `per_tenant` of its due intents (in `next_attempt_at`, `id` order), until it has
-/// `limit`. Each tenant's intents are found by a seek of their own (index
-/// `outbox_intents_due_by_tenant`), so a tenant's backlog never delays the next tenant.
+/// `limit`. Each tenant's intents are found by a seek per action (index
+/// `outbox_intents_due_by_tenant`), so neither a tenant's backlog nor another provider's
+/// delays the next tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FairShare {
     /// Start after this tenant (None: with the first tenant).

@@ -29,7 +29,9 @@ use crate::store::{
 /// [`FairShare`] says: `after_turn` and `from_start` walk the tenants with pending intents
 /// in name order (one index probe per tenant, a loose index scan of
 /// `outbox_intents_due_by_tenant`), starting after `$6` and wrapping around; for each, a
-/// `LATERAL` seek takes at most `$7` of its due intents in order. The walk is evaluated
+/// `LATERAL` seek per action takes at most `$7` of its due intents in order (a claim for
+/// one provider never reads another provider's backlog), and the first `$7` of those in
+/// order are taken (the others stay locked only until this statement commits). The walk is evaluated
 /// only as far as the outer `LIMIT` needs. `FOR UPDATE SKIP LOCKED` lets replicas claim
 /// disjoint sets; only the head of each ordering chain is eligible. The statement commits
 /// on its own (autocommit), so the claim is durable before any request is sent. On error
@@ -56,16 +58,20 @@ WITH RECURSIVE after_turn(tenant) AS (
     SELECT tenant FROM from_start WHERE tenant IS NOT NULL AND tenant <= $6
 ), due AS (
     SELECT d.id FROM turns t CROSS JOIN LATERAL (
-        SELECT i.id FROM outbox_intents i
-        WHERE i.state = 'pending' AND i.tenant = t.tenant AND i.next_attempt_at <= $1
-          AND i.action = ANY($2)
-          AND (i.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM outbox_intents e
-                WHERE e.tenant = i.tenant AND e.ordering_key = i.ordering_key AND e.id < i.id
-                  AND e.state IN ('pending', 'in_flight', 'unknown')))
-        ORDER BY i.next_attempt_at, i.id
+        SELECT c.id FROM unnest($2::text[]) AS a(action) CROSS JOIN LATERAL (
+            SELECT i.id, i.next_attempt_at FROM outbox_intents i
+            WHERE i.state = 'pending' AND i.tenant = t.tenant AND i.action = a.action
+              AND i.next_attempt_at <= $1
+              AND (i.ordering_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM outbox_intents e
+                    WHERE e.tenant = i.tenant AND e.ordering_key = i.ordering_key
+                      AND e.id < i.id AND e.state IN ('pending', 'in_flight', 'unknown')))
+            ORDER BY i.next_attempt_at, i.id
+            LIMIT $7
+            FOR UPDATE SKIP LOCKED
+        ) c
+        ORDER BY c.next_attempt_at, c.id
         LIMIT $7
-        FOR UPDATE SKIP LOCKED
     ) d
     LIMIT $3
 ), claimed AS (

@@ -21,12 +21,12 @@ use crate::store::{
 const NEXT_TENANT_SQL: &str = "SELECT tenant FROM outbox_intents \
     WHERE state = 'pending' AND tenant > ?1 ORDER BY tenant LIMIT 1";
 
-/// Up to `?5` due intents of tenant `?1` in claim order, only heads of ordering chains (a
-/// seek in `outbox_intents_due_by_tenant` that stops at the first intent not yet due).
+/// Up to `?4` due intents of tenant `?1` and action `?3` in claim order, only heads of
+/// ordering chains (a seek in `outbox_intents_due_by_tenant` that stops at the first intent
+/// not yet due).
 const TENANT_DUE_SQL: &str = r#"
-SELECT i.id FROM outbox_intents i
-WHERE i.state = 'pending' AND i.tenant = ?1 AND i.next_attempt_at <= ?2
-  AND i.action IN (SELECT value FROM json_each(?3))
+SELECT i.next_attempt_at, i.id FROM outbox_intents i
+WHERE i.state = 'pending' AND i.tenant = ?1 AND i.action = ?3 AND i.next_attempt_at <= ?2
   AND (i.ordering_key IS NULL OR NOT EXISTS (
         SELECT 1 FROM outbox_intents e
         WHERE e.tenant = i.tenant AND e.ordering_key = i.ordering_key AND e.id < i.id
@@ -109,7 +109,6 @@ pub(super) async fn claim_due(
     req: &ClaimRequest,
     share: &FairShare,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
-    let actions = serde_json::to_string(&req.actions).unwrap_or_else(|_| "[]".into());
     let limit = usize::try_from(req.limit).unwrap_or(usize::MAX);
     let start = share.after_tenant.clone().unwrap_or_default();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -129,13 +128,20 @@ pub(super) async fn claim_due(
             _ => break,
         };
         let want = (limit - chosen.len()).min(share.per_tenant.max(1) as usize);
-        let ids: Vec<i64> = sqlx::query_scalar(TENANT_DUE_SQL)
-            .bind(&tenant)
-            .bind(ms(req.now))
-            .bind(&actions)
-            .bind(i64::try_from(want).unwrap_or(i64::MAX))
-            .fetch_all(&mut *tx)
-            .await?;
+        // One seek per action, then the first `want` of them in claim order.
+        let mut due: Vec<(i64, i64)> = Vec::new();
+        for action in &req.actions {
+            let rows: Vec<(i64, i64)> = sqlx::query_as(TENANT_DUE_SQL)
+                .bind(&tenant)
+                .bind(ms(req.now))
+                .bind(action)
+                .bind(i64::try_from(want).unwrap_or(i64::MAX))
+                .fetch_all(&mut *tx)
+                .await?;
+            due.extend(rows);
+        }
+        due.sort_unstable();
+        let ids = due.into_iter().take(want).map(|(_, id)| id);
         chosen.extend(ids);
         cursor = tenant;
     }
