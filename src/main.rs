@@ -47,7 +47,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = db.store();
             let now = chrono::Utc::now();
             let summary = store.status_summary(now).await?;
-            let providers = store.list_provider_states().await?;
+            // An older schema has no provider states: the counts are still worth showing.
+            let providers = store.list_provider_states().await.unwrap_or_else(|e| {
+                eprintln!("warning: provider states unavailable: {e}");
+                Vec::new()
+            });
             if *json {
                 let value = outboxd::status::to_json(&summary, &providers, now);
                 println!("{}", serde_json::to_string_pretty(&value)?);

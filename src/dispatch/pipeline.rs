@@ -112,7 +112,8 @@ impl Dispatcher {
             .unwrap_or_else(|e| e.into_inner()) = Some(lanes.clone());
         let (outcomes, writer_rx) = mpsc::unbounded_channel();
         let writer = tokio::spawn(self.clone().write_outcomes(writer_rx));
-        let publisher = tokio::spawn(self.clone().publish_provider_states());
+        let (stop_publishing, publishing_stopped) = tokio::sync::oneshot::channel();
+        let publisher = tokio::spawn(self.clone().publish_provider_states(publishing_stopped));
         let slots = Arc::new(Semaphore::new(self.settings.concurrency.max(1)));
         let finished = Arc::new(Notify::new());
         let mut requests = JoinSet::new();
@@ -138,7 +139,14 @@ impl Dispatcher {
         }
         drop(outcomes);
         let _ = writer.await;
-        publisher.abort();
+        let _ = stop_publishing.send(());
+        let publisher_abort = publisher.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(2), publisher)
+            .await
+            .is_err()
+        {
+            publisher_abort.abort(); // a publication stuck on an unreachable database
+        }
         self.withdraw_provider_states().await;
         tracing::info!("dispatcher stopped");
     }

@@ -62,9 +62,13 @@ fn transitions(states: &[ProviderState]) -> Marks {
 }
 
 impl Dispatcher {
-    /// Publishes this daemon's provider states until aborted (spawned by
-    /// [`Dispatcher::run`]).
-    pub(super) async fn publish_provider_states(self: Arc<Self>) {
+    /// Publishes this daemon's provider states until `stop` fires or is dropped (spawned by
+    /// [`Dispatcher::run`], which awaits its end before withdrawing the rows: a publication
+    /// cut off mid-commit could otherwise land after the withdrawal).
+    pub(super) async fn publish_provider_states(
+        self: Arc<Self>,
+        mut stop: tokio::sync::oneshot::Receiver<()>,
+    ) {
         let mut last: Option<(Instant, Marks)> = None;
         loop {
             let states = self.provider_states();
@@ -88,7 +92,10 @@ impl Dispatcher {
                     }
                 }
             }
-            tokio::time::sleep(CHECK_EVERY).await;
+            tokio::select! {
+                _ = tokio::time::sleep(CHECK_EVERY) => {}
+                _ = &mut stop => return,
+            }
         }
     }
 
