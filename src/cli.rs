@@ -29,8 +29,13 @@ pub enum Command {
     },
     /// Apply pending schema migrations and exit.
     Migrate,
-    /// Print intent counts by state, the oldest due intent and the reconciliation backlog.
-    Status,
+    /// Print intent counts by state, the oldest due intent, the reconciliation backlog and
+    /// each running daemon's provider state (in flight, breaker, pause).
+    Status {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Record one intent in a transaction of its own and print the receipt as JSON.
     Enqueue(EnqueueCli),
     /// Tell the story of a lost response, a conflict and an unknown outcome on a temporary

@@ -41,11 +41,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Migrate => migrate(&cli).await,
-        Command::Status => {
+        Command::Status { json } => {
             let config = load(&cli)?.config;
             let db = outboxd::store::connect(&config.database.url, 2).await?;
-            let summary = db.store().status_summary(chrono::Utc::now()).await?;
-            print!("{}", outboxd::status::render(&summary, chrono::Utc::now()));
+            let store = db.store();
+            let now = chrono::Utc::now();
+            let summary = store.status_summary(now).await?;
+            // An older schema has no provider states: the counts are still worth showing.
+            let providers = store.list_provider_states().await.unwrap_or_else(|e| {
+                eprintln!("warning: provider states unavailable: {e}");
+                Vec::new()
+            });
+            if *json {
+                let value = outboxd::status::to_json(&summary, &providers, now);
+                println!("{}", serde_json::to_string_pretty(&value)?);
+            } else {
+                print!("{}", outboxd::status::render(&summary, now));
+                print!("{}", outboxd::status::render_providers(&providers, now));
+            }
             Ok(())
         }
         Command::Review(command) => {

@@ -1,11 +1,13 @@
-//! `outboxd status` for people: counts by state, the oldest due intent and the
-//! reconciliation backlog, as aligned text.
+//! `outboxd status` for people: counts by state, the oldest due intent, the
+//! reconciliation backlog and each running daemon's provider bulkheads (as published in
+//! the database, see [`crate::dispatch::publish`]), as aligned text or as JSON.
 
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 
-use crate::store::StatusSummary;
+use crate::dispatch::publish::is_stale;
+use crate::store::{ProviderStateRow, StatusSummary};
 
 fn age(since: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let secs = (now - since).num_seconds().max(0) as u64;
@@ -38,4 +40,78 @@ pub fn render(summary: &StatusSummary, now: DateTime<Utc>) -> String {
     }
     out.push('\n');
     out
+}
+
+/// Renders the published provider states as text: one line per provider and daemon.
+pub fn render_providers(rows: &[ProviderStateRow], now: DateTime<Utc>) -> String {
+    if rows.is_empty() {
+        return "providers: none published (no daemon running against this database)\n".to_owned();
+    }
+    let mut out = String::from("providers (as published by each running daemon)\n");
+    for r in rows {
+        let _ = write!(
+            out,
+            "  {:<16} owner {:<24} in flight {:>4}/{:<4} breaker {:<9}",
+            r.provider, r.owner, r.in_flight, r.max_in_flight, r.breaker
+        );
+        if let Some(until) = r.breaker_open_until {
+            let _ = write!(out, " (trial in {})", age(now, until));
+        }
+        match r.paused_until {
+            Some(until) if until > now => {
+                let _ = write!(out, " paused {} more (Retry-After)", age(now, until));
+            }
+            _ => out.push_str(" not paused"),
+        }
+        let _ = write!(
+            out,
+            " rate-limited waits {} updated {} ago",
+            r.rate_limited_waits,
+            age(r.updated_at, now)
+        );
+        if is_stale(r, now) {
+            out.push_str(" STALE (daemon stopped or cannot reach the database?)");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The JSON form of `outboxd status --json`: the summary and the provider states, each
+/// with its age in seconds and whether it is stale.
+pub fn to_json(
+    summary: &StatusSummary,
+    providers: &[ProviderStateRow],
+    now: DateTime<Utc>,
+) -> serde_json::Value {
+    let by_state: serde_json::Map<String, serde_json::Value> = summary
+        .by_state
+        .iter()
+        .map(|(state, n)| (state.as_str().to_owned(), (*n).into()))
+        .collect();
+    serde_json::json!({
+        "intents_by_state": by_state,
+        "oldest_due_at": summary.oldest_due_at,
+        "reconciliation_open": summary.reconciliation_open,
+        "reconciliation_oldest_at": summary.reconciliation_oldest_at,
+        "providers": providers_json(providers, now),
+    })
+}
+
+/// Provider state rows as JSON, each with `age_seconds` and `stale` (also the admin API's
+/// `GET /v1/providers`).
+pub fn providers_json(rows: &[ProviderStateRow], now: DateTime<Utc>) -> serde_json::Value {
+    rows.iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r).unwrap_or_default();
+            if let Some(map) = v.as_object_mut() {
+                map.insert(
+                    "age_seconds".into(),
+                    (now - r.updated_at).num_seconds().max(0).into(),
+                );
+                map.insert("stale".into(), is_stale(r, now).into());
+            }
+            v
+        })
+        .collect()
 }

@@ -240,3 +240,57 @@ fn quickstart_config_loads_on_a_fresh_clone() {
     );
     assert!(checked.stdout.contains("[actions.send_notification]"));
 }
+
+/// Runs `config check` on `text` and returns the warning lines; the check must pass.
+fn warnings_of(text: &str) -> Vec<String> {
+    let (checked, _dir, _) = check_text(text, &[]);
+    assert!(
+        checked.ok,
+        "a warning must not fail the check: {}",
+        checked.stderr
+    );
+    checked
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn settings_that_cannot_help_are_warned_about_once() {
+    let text = format!(
+        "[dispatcher]\nbatch_size = 100\nconcurrency = 16\nlease = \"12s\"\nshutdown_grace = \"5s\"\n{}",
+        BASE.replace(
+            "base_url = \"https://pay.example.com\"\n",
+            "base_url = \"https://pay.example.com\"\nmax_in_flight = 64\nrequest_timeout = \"10s\"\n",
+        )
+    );
+    let warnings = warnings_of(&text);
+    let find = |prefix: &str| {
+        let hits: Vec<_> = warnings.iter().filter(|w| w.starts_with(prefix)).collect();
+        assert_eq!(hits.len(), 1, "one {prefix} warning; got {warnings:#?}");
+        hits[0].clone()
+    };
+    let batch = find("warning: dispatcher.batch_size");
+    assert!(batch.contains("concurrency (16)"), "{batch}");
+    let in_flight = find("warning: providers.pay.max_in_flight");
+    assert!(in_flight.contains("concurrency (16)"), "{in_flight}");
+    let lease = find("warning: dispatcher.lease");
+    assert!(lease.contains("barely above"), "{lease}");
+    assert!(lease.contains("request_timeout (10s)"), "{lease}");
+    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+}
+
+#[test]
+fn sensible_tuning_and_the_defaults_do_not_warn() {
+    let tuned = format!(
+        "[dispatcher]\nbatch_size = 32\nconcurrency = 64\nlease = \"30s\"\n{}",
+        BASE.replace(
+            "base_url = \"https://pay.example.com\"\n",
+            "base_url = \"https://pay.example.com\"\nmax_in_flight = 32\nrequest_timeout = \"10s\"\n",
+        )
+    );
+    assert_eq!(warnings_of(&tuned), Vec::<String>::new());
+    assert_eq!(warnings_of(BASE), Vec::<String>::new());
+}

@@ -167,3 +167,81 @@ async fn upgrade_from_schema_2_on_postgres() {
     };
     upgrade_keeps_sent_keys_and_namespaces_unsent_ones(t).await;
 }
+
+/// Records, at schema 3, a pending intent of two tenants, one in flight under a lease that
+/// expired (its dispatcher died) and one unknown.
+async fn record_at_schema_3(h: &Harness) -> [i64; 4] {
+    let intent = |tenant: &str, op: &str| {
+        NewIntent::new(tenant, op, REFUND, json!({"op": op, "amount": 100}))
+    };
+    let fresh = h.enqueue(intent("acme", "s3-fresh")).await.intent_id;
+    let other = h.enqueue(intent("globex", "s3-other")).await.intent_id;
+    let inflight = h.enqueue(intent("acme", "s3-inflight")).await.intent_id;
+    let unknown = h.enqueue(intent("acme", "s3-unknown")).await.intent_id;
+    exec(
+        &h.db,
+        &format!(
+            "UPDATE outbox_intents SET state = 'in_flight', lease_owner = 'old-binary', \
+             lease_expires_at = 1, attempt_started_at = {now}, attempt_count = 1, \
+             fencing_token = 1 WHERE id = {inflight}",
+            now = chrono::Utc::now().timestamp_millis()
+        ),
+        &format!(
+            "UPDATE outbox_intents SET state = 'in_flight', lease_owner = 'old-binary', \
+             lease_expires_at = now() - interval '1 second', attempt_started_at = now(), \
+             attempt_count = 1, fencing_token = 1 WHERE id = {inflight}"
+        ),
+    )
+    .await;
+    let sql = format!(
+        "UPDATE outbox_intents SET state = 'unknown', attempt_count = 1, ambiguous_attempts = 1 \
+         WHERE id = {unknown}"
+    );
+    exec(&h.db, &sql, &sql).await;
+    [fresh, other, inflight, unknown]
+}
+
+/// Schema 3 → 4 (the per-tenant due index, the provider state table) with pending, in-flight
+/// and unknown intents: the rows carry over and the dispatcher then claims by tenant turns,
+/// takes the expired lease over and leaves the unknown intent alone.
+async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    let report = t.db.migrate().await.expect("upgrade to schema 4");
+    assert_eq!(
+        report.applied,
+        vec![(4, "tenant_turns_provider_states")],
+        "{report:?}"
+    );
+    assert!(h.store.list_provider_states().await.unwrap().is_empty());
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    for id in [fresh, other, inflight] {
+        let row = h.intent(id).await;
+        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+    }
+    let in_flight_row = h.intent(inflight).await;
+    assert_eq!(in_flight_row.ambiguous_attempts, 1, "{in_flight_row:?}");
+    let unknown_row = h.intent(unknown).await;
+    assert_eq!(unknown_row.state, IntentState::Unknown);
+    assert_eq!(
+        h.provider
+            .request_count_for_key(&unknown_row.idempotency_key),
+        0
+    );
+    assert_eq!(h.provider.effect_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_3_on_sqlite() {
+    upgrade_from_schema_3_then_dispatch(TestDb::sqlite_at(3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_3_on_postgres() {
+    let Some(t) = TestDb::postgres_at(3).await else {
+        return;
+    };
+    upgrade_from_schema_3_then_dispatch(t).await;
+}

@@ -51,6 +51,7 @@ mod error;
 mod extract;
 mod intents;
 mod ops;
+mod providers;
 mod reconciliation;
 mod review;
 
@@ -139,6 +140,7 @@ pub fn router(ctx: AdminContext) -> Router {
             post(reconciliation::resolve_item),
         )
         .route("/v1/audit", get(reconciliation::list_audit))
+        .route("/v1/providers", get(providers::list_providers))
         .merge(review::routes())
         .with_state(ctx)
 }

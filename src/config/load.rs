@@ -194,6 +194,13 @@ impl Origins {
         Self { figment: None }
     }
 
+    /// Whether `key` itself was set by the file or the environment (not a default).
+    pub(crate) fn is_set(&self, key: &str) -> bool {
+        self.figment
+            .as_ref()
+            .is_some_and(|f| f.find_value(key).is_ok())
+    }
+
     /// The source of the value at `key` (or of its nearest enclosing table); array
     /// indices (`tokens[1]`) resolve to the array as a whole.
     pub(crate) fn origin(&self, key: &str) -> Option<String> {

@@ -33,6 +33,7 @@ mod sections;
 mod validate;
 mod validate_actions;
 mod validate_providers;
+mod validate_tuning;
 
 #[cfg(test)]
 mod tests;

@@ -9,7 +9,7 @@ use super::admin::ALL_TENANTS;
 use super::cron::check_cron;
 use super::error::{ConfigError, ConfigProblem};
 use super::load::Origins;
-use super::{validate_actions, validate_providers, Config};
+use super::{validate_actions, validate_providers, validate_tuning, Config};
 use crate::intent::TenantId;
 use crate::store::DatabaseUrl;
 
@@ -62,10 +62,20 @@ impl<'a> Report<'a> {
         self.warnings.push(problem.to_string());
     }
 
-    /// The warnings, or every error found.
+    /// Whether `key` was set by the file or the environment (not left at its default).
+    pub(crate) fn is_set(&self, key: &str) -> bool {
+        self.origins.is_set(key)
+    }
+
+    /// The warnings (each once, in the order found), or every error found.
     pub(crate) fn finish(self) -> Result<Vec<String>, ConfigError> {
         if self.problems.is_empty() {
-            Ok(self.warnings)
+            let mut seen = std::collections::BTreeSet::new();
+            Ok(self
+                .warnings
+                .into_iter()
+                .filter(|w| seen.insert(w.clone()))
+                .collect())
         } else {
             Err(ConfigError {
                 problems: self.problems,
@@ -105,6 +115,7 @@ pub(crate) fn validate(config: &Config, report: &mut Report<'_>) {
     validate_logging(config, report);
     validate_providers::validate_providers(config, report);
     validate_actions::validate_actions(config, report);
+    validate_tuning::warn_settings_that_cannot_help(config, report);
 }
 
 fn validate_database(config: &Config, report: &mut Report<'_>) {

@@ -159,6 +159,11 @@ impl ProviderGate {
         }
     }
 
+    /// The settings this gate enforces.
+    pub fn limits(&self) -> &ProviderLimits {
+        &self.limits
+    }
+
     /// How many times a claim found the rate limiter dry.
     pub fn rate_limited(&self) -> u64 {
         self.rate_limited

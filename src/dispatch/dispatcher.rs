@@ -97,23 +97,11 @@ pub struct Dispatcher {
     pub(super) stopping: AtomicBool,
     pub(super) unconfigured_logged: Mutex<BTreeSet<String>>,
     pub(super) metrics: Option<Arc<Metrics>>,
-    cursor: std::sync::Mutex<ClaimCursor>,
+    /// Where [`Dispatcher::run_once`]'s claims are in the tenants' turn.
+    turns: std::sync::Mutex<super::fairness::TenantTurns>,
     /// The pipeline's provider bulkheads while [`Dispatcher::run`] runs (for status).
     pub(super) provider_states: std::sync::Mutex<Option<super::pipeline::Lanes>>,
 }
-
-/// Where the next claim starts (see [`OutboxStore::claim_due_after`]): after the last
-/// intent claimed while batches come back full, from the start otherwise and at least every
-/// [`FULL_SCAN_EVERY`], so nothing behind the cursor (an intent skipped while another lane
-/// held it, or one whose ordering chain just opened) waits longer than that.
-#[derive(Debug)]
-struct ClaimCursor {
-    position: Option<(chrono::DateTime<Utc>, crate::intent::IntentId)>,
-    last_full_scan: std::time::Instant,
-}
-
-/// The longest a claim may start after the cursor before scanning from the start again.
-const FULL_SCAN_EVERY: Duration = Duration::from_secs(1);
 
 impl Dispatcher {
     /// A dispatcher over `store` for the actions in `actions`.
@@ -129,10 +117,7 @@ impl Dispatcher {
             stopping: AtomicBool::new(false),
             unconfigured_logged: Mutex::new(BTreeSet::new()),
             metrics: None,
-            cursor: std::sync::Mutex::new(ClaimCursor {
-                position: None,
-                last_full_scan: std::time::Instant::now(),
-            }),
+            turns: std::sync::Mutex::new(super::fairness::TenantTurns::new()),
             provider_states: std::sync::Mutex::new(None),
         }
     }
@@ -203,11 +188,11 @@ impl Dispatcher {
             return Ok(report);
         }
         let request = self.request();
-        let after = self.claim_position();
+        let share = lock(&self.turns).share(request.limit);
         // Before the claim waits for anything: the lease window counts from here.
         let claim_started = Instant::now();
-        let claimed = self.store.claim_due_after(&request, after).await?;
-        self.advance_cursor(&claimed, request.limit);
+        let claimed = self.store.claim_due_shared(&request, &share).await?;
+        lock(&self.turns).advance(&share, request.limit, &claimed);
         report.claimed = claimed.len();
         if let Some(m) = &self.metrics {
             m.observe_claim(claimed.len());
@@ -384,25 +369,8 @@ impl Dispatcher {
             }
         }
     }
+}
 
-    /// The position the next claim starts after (None: from the start).
-    fn claim_position(&self) -> Option<(chrono::DateTime<Utc>, crate::intent::IntentId)> {
-        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
-        if cursor.position.is_none() || cursor.last_full_scan.elapsed() >= FULL_SCAN_EVERY {
-            cursor.position = None;
-            cursor.last_full_scan = std::time::Instant::now();
-        }
-        cursor.position
-    }
-
-    /// Moves the cursor past a full batch; a short batch sends the next claim to the start.
-    fn advance_cursor(&self, claimed: &[ClaimedIntent], limit: u32) {
-        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
-        if claimed.len() < limit as usize {
-            cursor.position = None;
-            return;
-        }
-        let last = claimed.iter().map(|c| (c.next_attempt_at, c.id)).max();
-        cursor.position = cursor.position.max(last);
-    }
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

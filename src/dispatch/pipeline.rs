@@ -28,6 +28,7 @@ use tokio::task::JoinSet;
 
 use super::capacity::{ProviderGate, ProviderSignal};
 use super::dispatcher::{Dispatcher, Finished, StepReport};
+use super::fairness::TenantTurns;
 use super::wakeup::Wakeup;
 use crate::store::ClaimRequest;
 
@@ -40,6 +41,8 @@ pub const REFILL_WINDOW: Duration = Duration::from_millis(1);
 pub(super) struct ProviderLane {
     actions: Vec<String>,
     gate: ProviderGate,
+    /// Where this provider's claims are in the tenants' turn.
+    turns: TenantTurns,
 }
 
 /// Every provider's lane, by provider name.
@@ -58,6 +61,12 @@ pub struct ProviderState {
     pub paused: bool,
     /// How often a claim found its rate limiter dry.
     pub rate_limited: u64,
+    /// Its `max_in_flight`.
+    pub max_in_flight: usize,
+    /// While the breaker is open: when the trial request may go (wall clock).
+    pub breaker_open_until: Option<chrono::DateTime<chrono::Utc>>,
+    /// While a `Retry-After` pause is in force: until when (wall clock).
+    pub paused_until: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Dispatcher {
@@ -72,6 +81,7 @@ impl Dispatcher {
                 .or_insert_with(|| ProviderLane {
                     actions: Vec::new(),
                     gate: ProviderGate::new(action.client.limits()),
+                    turns: TenantTurns::new(),
                 })
                 .actions
                 .push(name);
@@ -102,6 +112,8 @@ impl Dispatcher {
             .unwrap_or_else(|e| e.into_inner()) = Some(lanes.clone());
         let (outcomes, writer_rx) = mpsc::unbounded_channel();
         let writer = tokio::spawn(self.clone().write_outcomes(writer_rx));
+        let (stop_publishing, publishing_stopped) = tokio::sync::oneshot::channel();
+        let publisher = tokio::spawn(self.clone().publish_provider_states(publishing_stopped));
         let slots = Arc::new(Semaphore::new(self.settings.concurrency.max(1)));
         let finished = Arc::new(Notify::new());
         let mut requests = JoinSet::new();
@@ -127,6 +139,15 @@ impl Dispatcher {
         }
         drop(outcomes);
         let _ = writer.await;
+        let _ = stop_publishing.send(());
+        let publisher_abort = publisher.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(2), publisher)
+            .await
+            .is_err()
+        {
+            publisher_abort.abort(); // a publication stuck on an unreachable database
+        }
+        self.withdraw_provider_states().await;
         tracing::info!("dispatcher stopped");
     }
 
@@ -251,7 +272,7 @@ impl Dispatcher {
             if free == 0 {
                 return Ok(ClaimRound::NoSlots);
             }
-            let (limit, actions) = {
+            let (limit, actions, share) = {
                 let mut lanes = lock(lanes);
                 let lane = lanes.get_mut(&provider).expect("lanes are fixed at start");
                 let now = Instant::now();
@@ -263,7 +284,8 @@ impl Dispatcher {
                     };
                     continue;
                 }
-                (available, lane.actions.clone())
+                let limit = u32::try_from(available).unwrap_or(u32::MAX);
+                (available, lane.actions.clone(), lane.turns.share(limit))
             };
             let request = ClaimRequest {
                 limit: u32::try_from(limit).unwrap_or(u32::MAX),
@@ -271,17 +293,18 @@ impl Dispatcher {
                 ..self.request()
             };
             let claim_started = Instant::now();
-            let claimed = self.store.claim_due(&request).await?;
+            let claimed = self.store.claim_due_shared(&request, &share).await?;
             if let Some(m) = &self.metrics {
                 m.observe_claim(claimed.len());
             }
             full |= claimed.len() == limit;
-            if !claimed.is_empty() {
-                lock(lanes)
-                    .get_mut(&provider)
-                    .expect("lanes are fixed at start")
-                    .gate
-                    .start(claimed.len(), Instant::now());
+            {
+                let mut lanes = lock(lanes);
+                let lane = lanes.get_mut(&provider).expect("lanes are fixed at start");
+                lane.turns.advance(&share, request.limit, &claimed);
+                if !claimed.is_empty() {
+                    lane.gate.start(claimed.len(), Instant::now());
+                }
             }
             for intent in claimed {
                 let lease_expiry = super::lease::local_expiry(claim_started, &intent);
@@ -350,16 +373,29 @@ impl Dispatcher {
         let Some(lanes) = lanes else {
             return Vec::new();
         };
-        let now = Instant::now();
+        let (now, wall) = (Instant::now(), chrono::Utc::now());
+        let on_wall_clock = |at: Instant| {
+            wall + chrono::Duration::from_std(at.saturating_duration_since(now)).unwrap_or_default()
+        };
         let mut guard = lock(&lanes);
         let states = guard
             .iter_mut()
-            .map(|(name, lane)| ProviderState {
-                provider: name.clone(),
-                in_flight: lane.gate.in_flight(),
-                breaker: lane.gate.breaker(now).as_str(),
-                paused: lane.gate.paused_until(now).is_some(),
-                rate_limited: lane.gate.rate_limited(),
+            .map(|(name, lane)| {
+                let breaker = lane.gate.breaker(now);
+                let paused_until = lane.gate.paused_until(now);
+                ProviderState {
+                    provider: name.clone(),
+                    in_flight: lane.gate.in_flight(),
+                    breaker: breaker.as_str(),
+                    paused: paused_until.is_some(),
+                    rate_limited: lane.gate.rate_limited(),
+                    max_in_flight: lane.gate.limits().max_in_flight,
+                    breaker_open_until: match breaker {
+                        super::capacity::Breaker::Open { until } => Some(on_wall_clock(until)),
+                        _ => None,
+                    },
+                    paused_until: paused_until.map(on_wall_clock),
+                }
             })
             .collect();
         drop(guard);

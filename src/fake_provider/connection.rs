@@ -52,6 +52,10 @@ pub(crate) async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>)
         let close = !request.keep_alive();
         let next = respond(&mut stream, &mut writer, reply, key, fault, close).await;
         shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if next.is_ok() {
+            shared.responses_written.fetch_add(1, Ordering::SeqCst);
+            shared.notify.notify_waiters();
+        }
         reader.recycle(request);
         match next {
             Ok(Next::KeepAlive) => {}

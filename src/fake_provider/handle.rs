@@ -233,6 +233,22 @@ impl FakeProvider {
             .await
     }
 
+    /// Responses written out in full so far (a fault that sends nothing does not count).
+    pub fn responses_written(&self) -> usize {
+        self.inner
+            .shared
+            .responses_written
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until at least `n` responses were written out in full (the hook a test uses to
+    /// act right after a client may have read an answer); `false` if `timeout` passed
+    /// first.
+    pub async fn wait_for_responses_written(&self, n: usize, timeout: Duration) -> bool {
+        self.wait_until(timeout, |_| self.responses_written() >= n)
+            .await
+    }
+
     /// Waits until at least `n` effects were applied; `false` if `timeout` passed first.
     pub async fn wait_for_effects(&self, n: usize, timeout: Duration) -> bool {
         self.wait_until(timeout, |s| s.ledger.effects().len() >= n)

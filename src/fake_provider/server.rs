@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     pub(crate) in_flight: std::sync::atomic::AtomicUsize,
     /// The most requests ever handled at once.
     pub(crate) max_in_flight: std::sync::atomic::AtomicUsize,
+    /// Responses written out in full (the client may have read them).
+    pub(crate) responses_written: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -70,6 +72,7 @@ impl Shared {
             latency_nanos: AtomicU64::new(0),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             max_in_flight: std::sync::atomic::AtomicUsize::new(0),
+            responses_written: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 

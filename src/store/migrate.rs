@@ -48,6 +48,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "tenant_keys_exact_numbers",
         sql: include_str!("../../migrations/postgres/0003_tenant_keys_exact_numbers.sql"),
     },
+    Migration {
+        version: 4,
+        name: "tenant_turns_provider_states",
+        sql: include_str!("../../migrations/postgres/0004_tenant_turns_provider_states.sql"),
+    },
 ];
 
 /// SQLite migrations, in order; paired one to one with [`POSTGRES`].
@@ -66,6 +71,11 @@ pub const SQLITE: &[Migration] = &[
         version: 3,
         name: "tenant_keys_exact_numbers",
         sql: include_str!("../../migrations/sqlite/0003_tenant_keys_exact_numbers.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "tenant_turns_provider_states",
+        sql: include_str!("../../migrations/sqlite/0004_tenant_turns_provider_states.sql"),
     },
 ];
 

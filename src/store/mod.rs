@@ -60,22 +60,21 @@ pub trait OutboxStore: Send + Sync + 'static {
 
     /// Claims due pending intents (respecting ordering keys), bumps their fencing tokens,
     /// marks an attempt open on each (`attempt_started_at`; its row is written when it
-    /// ends), and commits before returning: no lock is held after.
-    async fn claim_due(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError>;
-
-    /// Like [`OutboxStore::claim_due`], but only intents after `after` in claim order
-    /// (`next_attempt_at`, `id`). The dispatcher passes the last position it claimed so a
-    /// busy claim does not rescan the entries its earlier claims left behind (on
-    /// PostgreSQL, dead index entries until vacuum); it scans from the start whenever a
-    /// batch comes back short, and at least every second. Backends without that cost may
-    /// ignore `after`.
-    async fn claim_due_after(
+    /// ends), and commits before returning: no lock is held after. Tenants share the claim
+    /// as `share` says ([`FairShare`]); the result is in claim order (`next_attempt_at`,
+    /// `id`).
+    async fn claim_due_shared(
         &self,
         req: &ClaimRequest,
-        after: Option<(DateTime<Utc>, IntentId)>,
-    ) -> Result<Vec<ClaimedIntent>, StoreError> {
-        let _ = after;
-        self.claim_due(req).await
+        share: &FairShare,
+    ) -> Result<Vec<ClaimedIntent>, StoreError>;
+
+    /// [`OutboxStore::claim_due_shared`] with no tenant capped, starting with the first
+    /// tenant (tools and tests; the dispatcher rotates with
+    /// [`crate::dispatch::fairness::TenantTurns`]).
+    async fn claim_due(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError> {
+        self.claim_due_shared(req, &FairShare::uncapped(req.limit))
+            .await
     }
 
     /// Takes over in-flight intents whose lease expired: their open attempt is closed as
@@ -109,6 +108,21 @@ pub trait OutboxStore: Send + Sync + 'static {
 
     /// Counts by state, the oldest due intent and the reconciliation backlog.
     async fn status_summary(&self, now: DateTime<Utc>) -> Result<StatusSummary, StoreError>;
+
+    /// Replaces `owner`'s published provider states with `states` and deletes every row
+    /// (any owner's) not updated since `forget_before`, in one transaction.
+    async fn publish_provider_states(
+        &self,
+        owner: &str,
+        states: &[ProviderStateRow],
+        forget_before: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// Deletes `owner`'s published provider states (a daemon stopping).
+    async fn withdraw_provider_states(&self, owner: &str) -> Result<(), StoreError>;
+
+    /// Every published provider state, by provider then owner.
+    async fn list_provider_states(&self) -> Result<Vec<ProviderStateRow>, StoreError>;
 
     /// One intent by id.
     async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError>;

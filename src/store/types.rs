@@ -28,6 +28,33 @@ pub struct ClaimRequest {
     pub now: DateTime<Utc>,
 }
 
+/// How one claim shares its intents between tenants (decided by
+/// [`crate::dispatch::fairness::TenantTurns`]; backends only bind it).
+///
+/// The claim visits tenants with pending intents in name order, starting with the first
+/// tenant after `after_tenant` and wrapping around to the first one, and takes from each at
+/// most `per_tenant` of its due intents (in `next_attempt_at`, `id` order), until it has
+/// `limit`. Each tenant's intents are found by a seek per action (index
+/// `outbox_intents_due_by_tenant`), so neither a tenant's backlog nor another provider's
+/// delays the next tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FairShare {
+    /// Start after this tenant (None: with the first tenant).
+    pub after_tenant: Option<String>,
+    /// At most this many intents per tenant in this claim (at least 1).
+    pub per_tenant: u32,
+}
+
+impl FairShare {
+    /// No tenant is capped: each claim starts with the first tenant.
+    pub fn uncapped(limit: u32) -> Self {
+        Self {
+            after_tenant: None,
+            per_tenant: limit.max(1),
+        }
+    }
+}
+
 /// An intent this dispatcher holds a lease on.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClaimedIntent {
@@ -258,4 +285,28 @@ pub struct StatusSummary {
     pub reconciliation_open: i64,
     /// Opening time of the oldest open reconciliation item.
     pub reconciliation_oldest_at: Option<DateTime<Utc>>,
+}
+
+/// One provider's bulkhead as a running daemon last published it (table
+/// `outbox_provider_states`; see [`crate::dispatch::publish`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderStateRow {
+    /// The daemon (lease owner name) that published it.
+    pub owner: String,
+    /// Provider name.
+    pub provider: String,
+    /// Requests in flight to the provider from that daemon.
+    pub in_flight: i64,
+    /// Its `max_in_flight`.
+    pub max_in_flight: i64,
+    /// Claims that found the provider's rate limiter dry, since the daemon started.
+    pub rate_limited_waits: i64,
+    /// `closed`, `open` or `half_open`.
+    pub breaker: String,
+    /// While the breaker is open: when the trial request may go.
+    pub breaker_open_until: Option<DateTime<Utc>>,
+    /// While a `Retry-After` pause is in force: until when.
+    pub paused_until: Option<DateTime<Utc>>,
+    /// When the daemon wrote this row.
+    pub updated_at: DateTime<Utc>,
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::support::admin::{code, http_client, AdminServer, ACME_VIEWER, ROOT};
 use crate::support::TestDb;
 
-const ROUTES: [(&str, &str); 10] = [
+const ROUTES: [(&str, &str); 11] = [
     ("GET", "/v1/intents"),
     ("GET", "/v1/intents/1"),
     ("POST", "/v1/intents"),
@@ -18,6 +18,7 @@ const ROUTES: [(&str, &str); 10] = [
     ("POST", "/v1/reconciliation/redispatch"),
     ("GET", "/v1/audit"),
     ("GET", "/v1/audit?limit=5"),
+    ("GET", "/v1/providers"),
 ];
 
 async fn every_route_requires_a_valid_bearer_token(t: &TestDb) {

@@ -19,40 +19,61 @@ use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 
 use crate::store::{
-    lease_millis, ClaimRequest, ClaimedIntent, OutcomeRecord, RecordResult, Release, StoreError,
-    Transition, LEASE_EXPIRED_ERROR,
+    lease_millis, ClaimRequest, ClaimedIntent, FairShare, OutcomeRecord, RecordResult, Release,
+    StoreError, Transition, LEASE_EXPIRED_ERROR,
 };
 
-/// The claim statement; `{after}` is empty or the cursor predicate (see
-/// [`crate::store::OutboxStore::claim_due_after`]).
+/// The claim statement.
 ///
-/// Claims up to `limit` due intents. `FOR UPDATE SKIP LOCKED` lets replicas claim disjoint
-/// sets; only the head of each ordering chain is eligible. The statement commits on its
-/// own (autocommit), so the claim is durable before any request is sent. On error nothing
-/// is claimed. The lease runs from the database's clock (`now()`, the start of this
-/// statement's own transaction, so after any wait for a pool connection), never from the
-/// replica's; the statement returns that clock reading as `claimed_at`. Due-ness (`$1`) is
-/// judged with the replica's clock, which planned `next_attempt_at`.
-fn claim_due_sql(after: bool) -> String {
-    let predicate = if after {
-        "AND (i.next_attempt_at, i.id) > ($6, $7)"
-    } else {
-        ""
-    };
-    CLAIM_DUE_TEMPLATE.replace("{after}", predicate)
-}
-
-const CLAIM_DUE_TEMPLATE: &str = r#"
-WITH due AS (
-    SELECT i.id FROM outbox_intents i
-    WHERE i.state = 'pending' AND i.next_attempt_at <= $1 AND i.action = ANY($2) {after}
-      AND (i.ordering_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM outbox_intents e
-            WHERE e.tenant = i.tenant AND e.ordering_key = i.ordering_key AND e.id < i.id
-              AND e.state IN ('pending', 'in_flight', 'unknown')))
-    ORDER BY i.next_attempt_at, i.id
+/// Claims up to `limit` ($3) due intents, sharing them between tenants as
+/// [`FairShare`] says: `after_turn` and `from_start` walk the tenants with pending intents
+/// in name order (one index probe per tenant, a loose index scan of
+/// `outbox_intents_due_by_tenant`), starting after `$6` and wrapping around; for each, a
+/// `LATERAL` seek per action takes at most `$7` of its due intents in order (a claim for
+/// one provider never reads another provider's backlog), and the first `$7` of those in
+/// order are taken (the others stay locked only until this statement commits). The walk is evaluated
+/// only as far as the outer `LIMIT` needs. `FOR UPDATE SKIP LOCKED` lets replicas claim
+/// disjoint sets; only the head of each ordering chain is eligible. The statement commits
+/// on its own (autocommit), so the claim is durable before any request is sent. On error
+/// nothing is claimed. The lease runs from the database's clock (`now()`, the start of
+/// this statement's own transaction, so after any wait for a pool connection), never from
+/// the replica's; the statement returns that clock reading as `claimed_at`. Due-ness
+/// (`$1`) is judged with the replica's clock, which planned `next_attempt_at`.
+const CLAIM_DUE_SQL: &str = r#"
+WITH RECURSIVE after_turn(tenant) AS (
+    SELECT min(tenant) FROM outbox_intents WHERE state = 'pending' AND tenant > $6
+  UNION ALL
+    SELECT (SELECT min(n.tenant) FROM outbox_intents n
+            WHERE n.state = 'pending' AND n.tenant > a.tenant)
+    FROM after_turn a WHERE a.tenant IS NOT NULL
+), from_start(tenant) AS (
+    SELECT min(tenant) FROM outbox_intents WHERE state = 'pending' AND $6 <> ''
+  UNION ALL
+    SELECT (SELECT min(n.tenant) FROM outbox_intents n
+            WHERE n.state = 'pending' AND n.tenant > f.tenant)
+    FROM from_start f WHERE f.tenant IS NOT NULL AND f.tenant < $6
+), turns AS (
+    SELECT tenant FROM after_turn WHERE tenant IS NOT NULL
+    UNION ALL
+    SELECT tenant FROM from_start WHERE tenant IS NOT NULL AND tenant <= $6
+), due AS (
+    SELECT d.id FROM turns t CROSS JOIN LATERAL (
+        SELECT c.id FROM unnest($2::text[]) AS a(action) CROSS JOIN LATERAL (
+            SELECT i.id, i.next_attempt_at FROM outbox_intents i
+            WHERE i.state = 'pending' AND i.tenant = t.tenant AND i.action = a.action
+              AND i.next_attempt_at <= $1
+              AND (i.ordering_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM outbox_intents e
+                    WHERE e.tenant = i.tenant AND e.ordering_key = i.ordering_key
+                      AND e.id < i.id AND e.state IN ('pending', 'in_flight', 'unknown')))
+            ORDER BY i.next_attempt_at, i.id
+            LIMIT $7
+            FOR UPDATE SKIP LOCKED
+        ) c
+        ORDER BY c.next_attempt_at, c.id
+        LIMIT $7
+    ) d
     LIMIT $3
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE outbox_intents i
     SET state = 'in_flight', lease_owner = $4,
@@ -202,19 +223,18 @@ fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
 pub(super) async fn claim_due(
     pool: &PgPool,
     req: &ClaimRequest,
-    after: Option<(DateTime<Utc>, i64)>,
+    share: &FairShare,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
-    let sql = claim_due_sql(after.is_some());
-    let mut query = sqlx::query(&sql)
+    let rows = sqlx::query(CLAIM_DUE_SQL)
         .bind(req.now)
         .bind(&req.actions)
         .bind(i64::from(req.limit))
         .bind(&req.owner)
-        .bind(lease_millis(req));
-    if let Some((at, id)) = after {
-        query = query.bind(at).bind(id);
-    }
-    let rows = query.fetch_all(pool).await?;
+        .bind(lease_millis(req))
+        .bind(share.after_tenant.as_deref().unwrap_or(""))
+        .bind(i64::from(share.per_tenant.max(1)))
+        .fetch_all(pool)
+        .await?;
     rows.iter().map(claimed_from_row).collect()
 }
 

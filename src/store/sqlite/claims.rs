@@ -13,25 +13,35 @@ use sqlx::{Row, SqlitePool};
 
 use super::{from_ms, ms};
 use crate::store::{
-    lease_millis, ClaimRequest, ClaimedIntent, Release, StoreError, LEASE_EXPIRED_ERROR,
+    lease_millis, ClaimRequest, ClaimedIntent, FairShare, Release, StoreError, LEASE_EXPIRED_ERROR,
 };
 
-/// Marks the head of each ordering chain among due pending intents as in flight.
-const CLAIM_DUE_SQL: &str = r#"
+/// The first tenant with pending intents after `?1` (one probe of
+/// `outbox_intents_due_by_tenant`).
+const NEXT_TENANT_SQL: &str = "SELECT tenant FROM outbox_intents \
+    WHERE state = 'pending' AND tenant > ?1 ORDER BY tenant LIMIT 1";
+
+/// Up to `?4` due intents of tenant `?1` and action `?3` in claim order, only heads of
+/// ordering chains (a seek in `outbox_intents_due_by_tenant` that stops at the first intent
+/// not yet due).
+const TENANT_DUE_SQL: &str = r#"
+SELECT i.next_attempt_at, i.id FROM outbox_intents i
+WHERE i.state = 'pending' AND i.tenant = ?1 AND i.action = ?3 AND i.next_attempt_at <= ?2
+  AND (i.ordering_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM outbox_intents e
+        WHERE e.tenant = i.tenant AND e.ordering_key = i.ordering_key AND e.id < i.id
+          AND e.state IN ('pending', 'in_flight', 'unknown')))
+ORDER BY i.next_attempt_at, i.id
+LIMIT ?4
+"#;
+
+/// Marks the chosen intents (`?4`, a JSON array of ids) as in flight.
+const CLAIM_SQL: &str = r#"
 UPDATE outbox_intents
-SET state = 'in_flight', lease_owner = ?2, lease_expires_at = ?6 + ?3,
+SET state = 'in_flight', lease_owner = ?1, lease_expires_at = ?3 + ?2,
     fencing_token = fencing_token + 1, attempt_count = attempt_count + 1,
-    attempt_started_at = ?6, updated_at = ?6
-WHERE id IN (
-    SELECT i.id FROM outbox_intents i
-    WHERE i.state = 'pending' AND i.next_attempt_at <= ?1
-      AND i.action IN (SELECT value FROM json_each(?4))
-      AND (i.ordering_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM outbox_intents e
-            WHERE e.tenant = i.tenant AND e.ordering_key = i.ordering_key AND e.id < i.id
-              AND e.state IN ('pending', 'in_flight', 'unknown')))
-    ORDER BY i.next_attempt_at, i.id
-    LIMIT ?5)
+    attempt_started_at = ?3, updated_at = ?3
+WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'pending'
 RETURNING id, tenant, operation_id, action, payload, payload_version, idempotency_key,
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
           deadline_at, budget_attempt_base, budget_started_at, next_attempt_at,
@@ -91,20 +101,56 @@ fn claimed_from_row(row: &SqliteRow, claimed_at: i64) -> Result<ClaimedIntent, S
     })
 }
 
+/// The claim (see [`FairShare`]): walks the tenants with pending intents in name order from
+/// after `share.after_tenant`, wrapping around, takes up to `share.per_tenant` due intents
+/// of each until `req.limit`, and marks them in flight, all in one write transaction.
 pub(super) async fn claim_due(
     pool: &SqlitePool,
     req: &ClaimRequest,
+    share: &FairShare,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
-    let actions = serde_json::to_string(&req.actions).unwrap_or_else(|_| "[]".into());
+    let limit = usize::try_from(req.limit).unwrap_or(usize::MAX);
+    let start = share.after_tenant.clone().unwrap_or_default();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let mut chosen: Vec<i64> = Vec::new();
+    let (mut cursor, mut wrapped) = (start.clone(), start.is_empty());
+    while chosen.len() < limit {
+        let next: Option<String> = sqlx::query_scalar(NEXT_TENANT_SQL)
+            .bind(&cursor)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let tenant = match next {
+            Some(t) if !(wrapped && !start.is_empty() && t > start) => t,
+            _ if !wrapped => {
+                (cursor, wrapped) = (String::new(), true);
+                continue;
+            }
+            _ => break,
+        };
+        let want = (limit - chosen.len()).min(share.per_tenant.max(1) as usize);
+        // One seek per action, then the first `want` of them in claim order.
+        let mut due: Vec<(i64, i64)> = Vec::new();
+        for action in &req.actions {
+            let rows: Vec<(i64, i64)> = sqlx::query_as(TENANT_DUE_SQL)
+                .bind(&tenant)
+                .bind(ms(req.now))
+                .bind(action)
+                .bind(i64::try_from(want).unwrap_or(i64::MAX))
+                .fetch_all(&mut *tx)
+                .await?;
+            due.extend(rows);
+        }
+        due.sort_unstable();
+        let ids = due.into_iter().take(want).map(|(_, id)| id);
+        chosen.extend(ids);
+        cursor = tenant;
+    }
     let claimed_at = ms(Utc::now());
-    let mut rows = sqlx::query(CLAIM_DUE_SQL)
-        .bind(ms(req.now))
+    let mut rows = sqlx::query(CLAIM_SQL)
         .bind(&req.owner)
         .bind(lease_millis(req))
-        .bind(actions)
-        .bind(i64::from(req.limit))
         .bind(claimed_at)
+        .bind(serde_json::to_string(&chosen).unwrap_or_else(|_| "[]".into()))
         .fetch_all(&mut *tx)
         .await?;
     rows.sort_by_key(|r| (r.get::<i64, _>("next_attempt_at"), r.get::<i64, _>("id")));

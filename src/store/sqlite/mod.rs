@@ -4,6 +4,7 @@
 
 mod claims;
 mod outcomes;
+mod providers;
 mod reads;
 mod retention;
 mod review;
@@ -15,10 +16,10 @@ use chrono::{DateTime, Utc};
 use sqlx::SqlitePool;
 
 use super::{
-    AttemptRow, AuditEntry, Cancellation, ClaimRequest, ClaimedIntent, IntentFilter, IntentRow,
-    NewAuditEntry, OutboxStore, OutcomeRecord, ReconciliationFilter, ReconciliationItem,
-    RecordResult, Release, Resolution, ReviewError, StatusSummary, StoreError, TenantScope,
-    Tombstone,
+    AttemptRow, AuditEntry, Cancellation, ClaimRequest, ClaimedIntent, FairShare, IntentFilter,
+    IntentRow, NewAuditEntry, OutboxStore, OutcomeRecord, ProviderStateRow, ReconciliationFilter,
+    ReconciliationItem, RecordResult, Release, Resolution, ReviewError, StatusSummary, StoreError,
+    TenantScope, Tombstone,
 };
 use crate::intent::IntentId;
 
@@ -46,8 +47,12 @@ impl OutboxStore for SqliteStore {
         "sqlite"
     }
 
-    async fn claim_due(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError> {
-        claims::claim_due(&self.pool, req).await
+    async fn claim_due_shared(
+        &self,
+        req: &ClaimRequest,
+        share: &FairShare,
+    ) -> Result<Vec<ClaimedIntent>, StoreError> {
+        claims::claim_due(&self.pool, req, share).await
     }
 
     async fn reclaim_expired(&self, req: &ClaimRequest) -> Result<Vec<ClaimedIntent>, StoreError> {
@@ -82,6 +87,23 @@ impl OutboxStore for SqliteStore {
 
     async fn status_summary(&self, now: DateTime<Utc>) -> Result<StatusSummary, StoreError> {
         reads::status_summary(&self.pool, now).await
+    }
+
+    async fn publish_provider_states(
+        &self,
+        owner: &str,
+        states: &[ProviderStateRow],
+        forget_before: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        providers::publish(&self.pool, owner, states, forget_before).await
+    }
+
+    async fn withdraw_provider_states(&self, owner: &str) -> Result<(), StoreError> {
+        providers::withdraw(&self.pool, owner).await
+    }
+
+    async fn list_provider_states(&self) -> Result<Vec<ProviderStateRow>, StoreError> {
+        providers::list(&self.pool).await
     }
 
     async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError> {
