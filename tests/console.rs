@@ -25,7 +25,12 @@ use support::harness::Harness;
 /// ends `failed`. Returns the intent id.
 pub async fn failed_intent(h: &Harness, tenant: &str, op: &str, action: &str) -> i64 {
     let r = h
-        .enqueue(NewIntent::new(tenant, op, action, json!({"op": op, "amount": 100})))
+        .enqueue(NewIntent::new(
+            tenant,
+            op,
+            action,
+            json!({"op": op, "amount": 100}),
+        ))
         .await;
     h.provider.push_fault(FaultRule {
         matcher: Matcher::Key(r.idempotency_key.clone()),

@@ -108,7 +108,10 @@ impl AdminContext {
     }
 
     /// Tells the console which actions the daemon has configured, with their retry safety.
-    pub fn with_actions(mut self, actions: impl IntoIterator<Item = (String, RetrySafety)>) -> Self {
+    pub fn with_actions(
+        mut self,
+        actions: impl IntoIterator<Item = (String, RetrySafety)>,
+    ) -> Self {
         self.actions = Some(Arc::new(actions.into_iter().collect()));
         self
     }

@@ -6,8 +6,8 @@
 //! that lost its lease cannot overwrite what the new owner recorded.
 
 pub mod compat;
-pub mod console;
 pub mod connect;
+pub mod console;
 pub mod migrate;
 pub mod postgres;
 pub mod review;

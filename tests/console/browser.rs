@@ -42,7 +42,10 @@ async fn operator_bulk_redispatches_three_failed_intents(t: &TestDb) {
     assert_eq!(browser.text("#total-delivered").await, "1", "{states}");
     assert_eq!(browser.count("#chart").await, 1);
     let legend = browser.text("#chart-legend").await;
-    assert!(legend.contains("rejected 3") && legend.contains("delivered 1"), "{legend}");
+    assert!(
+        legend.contains("rejected 3") && legend.contains("delivered 1"),
+        "{legend}"
+    );
 
     browser.click("header a[href='/review/intents']").await;
     browser.wait_for_text("h1", "Intents").await;
@@ -50,7 +53,10 @@ async fn operator_bulk_redispatches_three_failed_intents(t: &TestDb) {
     browser.click("#filter").await;
     let listed = browser.wait_for_text("#intents", "refund-3").await;
     assert_eq!(browser.count("#intents tbody tr").await, 3, "{listed}");
-    assert!(!listed.contains("globex") && !listed.contains("delivered-1"), "{listed}");
+    assert!(
+        !listed.contains("globex") && !listed.contains("delivered-1"),
+        "{listed}"
+    );
 
     browser.click("#bulk-redispatch").await;
     let summary = browser.wait_for_text("#summary", "will change").await;
@@ -62,9 +68,13 @@ async fn operator_bulk_redispatches_three_failed_intents(t: &TestDb) {
         IntentState::Failed,
         "the dry run changed nothing"
     );
-    browser.type_into("#note", "provider fixed the 400 on their side").await;
+    browser
+        .type_into("#note", "provider fixed the 400 on their side")
+        .await;
     browser.click("#confirm").await;
-    browser.wait_for_text("#notice", "3 of 3 intent(s) changed").await;
+    browser
+        .wait_for_text("#notice", "3 of 3 intent(s) changed")
+        .await;
 
     h.dispatcher.drain().await.unwrap();
     for id in &failed {
@@ -111,13 +121,17 @@ async fn screenshots() {
     later.not_before = Some(chrono::Utc::now() + chrono::Duration::hours(2));
     h.enqueue(later).await;
     let server = AdminServer::start(&h.db).await;
-    let browser = Browser::start().await.expect("chromium is needed for screenshots");
+    let browser = Browser::start()
+        .await
+        .expect("chromium is needed for screenshots");
     sign_in(&browser, &server.base, ACME_OPS).await;
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/console");
     std::fs::create_dir_all(&dir).unwrap();
     browser.wait_for_text("#states", REFUND).await;
     browser.screenshot(&dir.join("dashboard.png")).await;
-    browser.goto(&format!("{}/review/intents", server.base)).await;
+    browser
+        .goto(&format!("{}/review/intents", server.base))
+        .await;
     browser.wait_for_text("#intents", "refund-rejected-1").await;
     browser.screenshot(&dir.join("intents.png")).await;
     browser.quit().await;

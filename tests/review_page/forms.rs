@@ -226,7 +226,10 @@ async fn resolving_needs_this_sessions_csrf_field(t: &TestDb) {
     let done = alice.post(&resolve, &abandon_form(&alice_csrf)).await;
     assert_eq!(
         (done.status, done.location().to_owned()),
-        (StatusCode::SEE_OTHER, format!("/review/queue?resolved={item}"))
+        (
+            StatusCode::SEE_OTHER,
+            format!("/review/queue?resolved={item}")
+        )
     );
     assert_eq!(h.intent(intent_id).await.state, IntentState::Abandoned);
 }
@@ -425,7 +428,9 @@ async fn other_tenants_are_invisible_on_every_page(t: &TestDb) {
     assert_eq!(attempt.status, StatusCode::NOT_FOUND);
     assert_eq!(h.intent(fresh_intent).await.state, IntentState::Unknown);
     assert_eq!(h.intent(globex_intent).await.state, IntentState::Abandoned);
-    let flash = page.get(&format!("/review/queue?resolved={globex_item}")).await;
+    let flash = page
+        .get(&format!("/review/queue?resolved={globex_item}"))
+        .await;
     assert_eq!(flash.status, StatusCode::OK);
     assert!(
         flash.text.contains("<h1>Reconciliation queue</h1>"),

@@ -82,17 +82,28 @@ async fn lines(
 ) -> Result<(Vec<Line>, bool), ApiError> {
     let ids = all(pairs, "id")
         .into_iter()
-        .map(|v| v.trim().parse::<i64>().map_err(|_| ApiError::invalid("id", "must be an intent number")))
+        .map(|v| {
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| ApiError::invalid("id", "must be an intent number"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     if ids.len() > PAGE as usize {
-        return Err(ApiError::invalid("id", format!("at most {PAGE} intents per run")));
+        return Err(ApiError::invalid(
+            "id",
+            format!("at most {PAGE} intents per run"),
+        ));
     }
     if ids.is_empty() {
         let search = IntentFilterForm::from_pairs(pairs).search(&s.caller, None, PAGE)?;
         let rows = ctx.store.search_intents(&search).await?;
         let lines = rows
             .into_iter()
-            .map(|r| Line { id: r.id, plan: plan(op, &r), intent: Some(r) })
+            .map(|r| Line {
+                id: r.id,
+                plan: plan(op, &r),
+                intent: Some(r),
+            })
             .collect();
         return Ok((lines, false));
     }
@@ -118,10 +129,16 @@ fn twice_risk(ctx: &AdminContext, op: Op, lines: &[Line]) -> Vec<String> {
     if op != Op::Redispatch {
         return actions;
     }
-    for i in lines.iter().filter(|l| l.plan.is_ok()).filter_map(|l| l.intent.as_ref()) {
+    for i in lines
+        .iter()
+        .filter(|l| l.plan.is_ok())
+        .filter_map(|l| l.intent.as_ref())
+    {
         let risky = !matches!(
             ctx.action_safety(&i.action),
-            Some(Some(RetrySafety::SafeAlways | RetrySafety::IdempotentWithKey))
+            Some(Some(
+                RetrySafety::SafeAlways | RetrySafety::IdempotentWithKey
+            ))
         );
         if risky && !actions.contains(&i.action) {
             actions.push(i.action.clone());
@@ -140,7 +157,11 @@ pub(super) async fn dry_run(
         return redirect("/review", None);
     };
     let pairs = pairs(query.as_deref().unwrap_or_default());
-    let prepared = match s.caller.require_operator().and_then(|()| Op::parse(one(&pairs, "op"))) {
+    let prepared = match s
+        .caller
+        .require_operator()
+        .and_then(|()| Op::parse(one(&pairs, "op")))
+    {
         Ok(op) => lines(&ctx, &s, op, &pairs).await.map(|l| (op, l)),
         Err(e) => Err(e),
     };
@@ -193,7 +214,11 @@ fn render_dry_run(
     };
     let shown: Vec<Line> = shown
         .into_iter()
-        .map(|l| Line { id: l.id, intent: l.intent.clone(), plan: l.plan.clone() })
+        .map(|l| Line {
+            id: l.id,
+            intent: l.intent.clone(),
+            plan: l.plan.clone(),
+        })
         .collect();
     let risky = twice_risk(ctx, op, lines);
     let body = html! {
@@ -298,7 +323,10 @@ pub(super) async fn apply(
         (line_rows(&lines, Some(&results)))
         p { a href="/review/intents" { "← Back to the intents" } " · " a href="/review/audit" { "Audit log" } }
     };
-    page(StatusCode::OK, layout("Bulk change", Some(&s.caller), &body.into_string()))
+    page(
+        StatusCode::OK,
+        layout("Bulk change", Some(&s.caller), &body.into_string()),
+    )
 }
 
 /// One change through the store's own operation (which writes its audit entry).
@@ -336,9 +364,9 @@ async fn apply_one(
                 .await
                 .map(|_| "redispatched")
                 .map_err(ApiError::from),
-            Ok(RedispatchRoute::Reconciliation) => {
-                redispatch_unknown(ctx, s, intent, note).await.map(|()| "redispatched")
-            }
+            Ok(RedispatchRoute::Reconciliation) => redispatch_unknown(ctx, s, intent, note)
+                .await
+                .map(|()| "redispatched"),
             Err(e) => Err(e),
         },
     };
@@ -363,7 +391,13 @@ async fn redispatch_unknown(
             state: intent.state.as_str().to_owned(),
             what: "it has no open reconciliation item",
         }))?;
-    resolve(ctx, &s.caller, open.id, ResolutionKind::Redispatch, note.to_owned())
-        .await
-        .map(|_| ())
+    resolve(
+        ctx,
+        &s.caller,
+        open.id,
+        ResolutionKind::Redispatch,
+        note.to_owned(),
+    )
+    .await
+    .map(|_| ())
 }

@@ -60,7 +60,10 @@ pub(super) fn bucket(ends: &[AttemptEnd], now: DateTime<Utc>) -> Chart {
         let index = usize::try_from(offset / BUCKET_SECONDS)
             .unwrap_or(0)
             .min(BUCKETS - 1);
-        let class = CLASSES.iter().position(|(c, _)| *c == end.class).unwrap_or(0);
+        let class = CLASSES
+            .iter()
+            .position(|(c, _)| *c == end.class)
+            .unwrap_or(0);
         counts[index][class] += 1;
     }
     Chart {
@@ -97,7 +100,13 @@ pub(super) fn svg(chart: &Chart) -> Markup {
         for (class, &n) in b.iter().enumerate().filter(|(_, n)| **n > 0) {
             let h = (n * (height - 10) / peak).max(1);
             top = top.saturating_sub(h);
-            rects.push(Bar { x, y: top, h, class, n });
+            rects.push(Bar {
+                x,
+                y: top,
+                h,
+                class,
+                n,
+            });
         }
     }
     html! {
@@ -150,7 +159,11 @@ mod tests {
         );
         assert_eq!(chart.counts.len(), BUCKETS);
         assert_eq!(chart.counts[11], [2, 0, 0, 1, 0]);
-        assert_eq!(chart.counts[0], [0, 1, 0, 0, 1], "the hour's first second counts");
+        assert_eq!(
+            chart.counts[0],
+            [0, 1, 0, 0, 1],
+            "the hour's first second counts"
+        );
         assert_eq!(chart.totals(), [2, 1, 0, 1, 1]);
         let drawn = svg(&chart).into_string();
         assert_eq!(drawn.matches("<rect x=").count(), 4, "{drawn}");

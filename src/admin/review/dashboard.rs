@@ -61,7 +61,10 @@ impl Dashboard {
             match by_action.iter_mut().find(|r| r.action == action) {
                 Some(row) => row.counts[slot(state)] += n,
                 None => {
-                    let mut row = ActionRow { action, counts: [0; 7] };
+                    let mut row = ActionRow {
+                        action,
+                        counts: [0; 7],
+                    };
                     row.counts[slot(state)] = n;
                     by_action.push(row);
                 }

@@ -137,11 +137,21 @@ mod tests {
     #[test]
     fn times_parse_in_the_browser_and_rfc3339_forms() {
         let want = DateTime::parse_from_rfc3339("2024-05-01T12:00:00Z").unwrap();
-        for v in ["2024-05-01T12:00", "2024-05-01T12:00:00", "2024-05-01T14:00:00+02:00"] {
-            assert_eq!(parse_time("from", v).unwrap(), Some(want.with_timezone(&Utc)), "{v}");
+        for v in [
+            "2024-05-01T12:00",
+            "2024-05-01T12:00:00",
+            "2024-05-01T14:00:00+02:00",
+        ] {
+            assert_eq!(
+                parse_time("from", v).unwrap(),
+                Some(want.with_timezone(&Utc)),
+                "{v}"
+            );
         }
         assert_eq!(parse_time("from", "").unwrap(), None);
-        assert!(matches!(parse_time("to", "yesterday"), Err(ApiError::Invalid { field, .. }) if field == "to"));
+        assert!(
+            matches!(parse_time("to", "yesterday"), Err(ApiError::Invalid { field, .. }) if field == "to")
+        );
     }
 
     #[test]

@@ -47,14 +47,14 @@ pub(super) struct QueueParams {
     resolved: Option<String>,
 }
 
-/// `GET /review/queue`: the reconciliation queue when signed in, the sign-in form otherwise.
+/// `GET /review/queue`: the reconciliation queue (signed out: back to the sign-in form).
 pub(super) async fn queue(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
     Query(q): Query<QueueParams>,
 ) -> Response {
     let Some(s) = session(&ctx, &headers) else {
-        return page(StatusCode::OK, pages::login(None));
+        return redirect("/review", None);
     };
     let mut filter = ReconciliationFilter::open(s.caller.scope.clone(), QUEUE_PAGE);
     filter.after_id = q.after_id.and_then(|v| v.parse().ok());

@@ -33,7 +33,11 @@ pub(super) async fn browse(
     let form = IntentFilterForm::from_pairs(&pairs);
     let before_id = one(&pairs, "before_id").parse().ok();
     let listed = match form.search(&s.caller, before_id, PAGE) {
-        Ok(search) => ctx.store.search_intents(&search).await.map_err(ApiError::from),
+        Ok(search) => ctx
+            .store
+            .search_intents(&search)
+            .await
+            .map_err(ApiError::from),
         Err(e) => Err(e),
     };
     match listed {
@@ -44,8 +48,15 @@ pub(super) async fn browse(
             page(StatusCode::OK, render_list(&s, &form, &rows, next))
         }
         Err(e @ ApiError::Invalid { .. }) => {
-            let flash = PreEscaped(super::html::notice("err", &super::html::esc(&e.to_string())));
-            let html = layout("Intents", Some(&s.caller), &html! { h1 { "Intents" } (flash) (filter_form(&s.caller, &form)) }.into_string());
+            let flash = PreEscaped(super::html::notice(
+                "err",
+                &super::html::esc(&e.to_string()),
+            ));
+            let html = layout(
+                "Intents",
+                Some(&s.caller),
+                &html! { h1 { "Intents" } (flash) (filter_form(&s.caller, &form)) }.into_string(),
+            );
             page(e.status(), html)
         }
         Err(e) => error_page(Some(&s), &e),
@@ -150,7 +161,9 @@ pub(super) async fn show(
         Ok(b) => b,
         Err(e) => return error_page(Some(&s), &e.into()),
     };
-    let configured = ctx.action_safety(&detail.intent.action).map(|s| s.is_some());
+    let configured = ctx
+        .action_safety(&detail.intent.action)
+        .map(|s| s.is_some());
     let now = Utc::now();
     let facts = WaitFacts {
         intent: &detail.intent,
@@ -220,5 +233,9 @@ fn render_intent(
         }
         p { a href="/review/intents" { "← All intents" } }
     };
-    layout(&format!("Intent #{}", i.id), Some(&s.caller), &body.into_string())
+    layout(
+        &format!("Intent #{}", i.id),
+        Some(&s.caller),
+        &body.into_string(),
+    )
 }

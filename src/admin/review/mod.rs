@@ -54,10 +54,7 @@ pub(super) fn routes() -> Router<AdminContext> {
         .route("/review", get(dashboard::dashboard))
         .route("/review/queue", get(handlers::queue))
         .route("/review/intents", get(intents::browse))
-        .route(
-            "/review/intents/bulk",
-            get(bulk::dry_run).post(bulk::apply),
-        )
+        .route("/review/intents/bulk", get(bulk::dry_run).post(bulk::apply))
         .route("/review/intents/{id}", get(intents::show))
         .route(
             "/review/login",

@@ -228,7 +228,11 @@ pub(super) struct AuditForm {
 impl AuditForm {
     fn query(&self) -> String {
         let mut out = url::form_urlencoded::Serializer::new(String::new());
-        for (k, v) in [("actor", &self.actor), ("action", &self.action), ("intent", &self.intent)] {
+        for (k, v) in [
+            ("actor", &self.actor),
+            ("action", &self.action),
+            ("intent", &self.intent),
+        ] {
             if !v.is_empty() {
                 out.append_pair(k, v);
             }

@@ -179,11 +179,21 @@ mod tests {
         }
     }
 
-    fn why(intent: &IntentRow, blocker: Option<(IntentId, IntentState)>, configured: Option<bool>, now: DateTime<Utc>) -> Vec<&'static str> {
-        why_waiting(&WaitFacts { intent, blocker, action_configured: configured, now })
-            .iter()
-            .map(Reason::code)
-            .collect()
+    fn why(
+        intent: &IntentRow,
+        blocker: Option<(IntentId, IntentState)>,
+        configured: Option<bool>,
+        now: DateTime<Utc>,
+    ) -> Vec<&'static str> {
+        why_waiting(&WaitFacts {
+            intent,
+            blocker,
+            action_configured: configured,
+            now,
+        })
+        .iter()
+        .map(Reason::code)
+        .collect()
     }
 
     #[test]
@@ -192,30 +202,70 @@ mod tests {
         let at = base.next_attempt_at;
         let (before, after) = (at - Duration::seconds(5), at + Duration::seconds(5));
         assert_eq!(why(&base, None, Some(true), after), ["due-now"]);
-        assert_eq!(why(&base, None, None, at), ["due-now"], "due at exactly now");
+        assert_eq!(
+            why(&base, None, None, at),
+            ["due-now"],
+            "due at exactly now"
+        );
         assert_eq!(why(&base, None, Some(true), before), ["not-due"]);
-        assert_eq!(why(&base, None, Some(false), after), ["action-not-configured"]);
-        assert_eq!(why(&base, Some((3, IntentState::Unknown)), Some(true), after), ["blocked"]);
+        assert_eq!(
+            why(&base, None, Some(false), after),
+            ["action-not-configured"]
+        );
+        assert_eq!(
+            why(&base, Some((3, IntentState::Unknown)), Some(true), after),
+            ["blocked"]
+        );
         let mut late = base.clone();
         late.deadline_at = Some(at);
         assert_eq!(why(&late, None, Some(true), after), ["deadline-passed"]);
         assert_eq!(
-            why(&late, Some((3, IntentState::Pending)), Some(false), at - Duration::seconds(1)),
+            why(
+                &late,
+                Some((3, IntentState::Pending)),
+                Some(false),
+                at - Duration::seconds(1)
+            ),
             ["action-not-configured", "blocked", "not-due"],
             "a deadline in the future is no reason; every other reason is listed"
         );
-        assert_eq!(why(&intent(IntentState::InFlight), None, None, after), ["in-flight"]);
-        assert_eq!(why(&intent(IntentState::Unknown), None, None, after), ["in-reconciliation"]);
-        for state in [IntentState::Delivered, IntentState::Failed, IntentState::Cancelled, IntentState::Abandoned] {
-            assert_eq!(why(&intent(state), Some((3, IntentState::Pending)), Some(false), before), ["finished"]);
+        assert_eq!(
+            why(&intent(IntentState::InFlight), None, None, after),
+            ["in-flight"]
+        );
+        assert_eq!(
+            why(&intent(IntentState::Unknown), None, None, after),
+            ["in-reconciliation"]
+        );
+        for state in [
+            IntentState::Delivered,
+            IntentState::Failed,
+            IntentState::Cancelled,
+            IntentState::Abandoned,
+        ] {
+            assert_eq!(
+                why(
+                    &intent(state),
+                    Some((3, IntentState::Pending)),
+                    Some(false),
+                    before
+                ),
+                ["finished"]
+            );
         }
     }
 
     #[test]
     fn sentences_name_the_blocker_and_the_time() {
-        let s = Reason::BlockedBy { intent_id: 41, state: IntentState::Unknown }.sentence();
+        let s = Reason::BlockedBy {
+            intent_id: 41,
+            state: IntentState::Unknown,
+        }
+        .sentence();
         assert!(s.contains("#41") && s.contains("unknown"), "{s}");
         let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
-        assert!(Reason::NotDueUntil(at).sentence().contains("2023-11-14 22:13:20 UTC"));
+        assert!(Reason::NotDueUntil(at)
+            .sentence()
+            .contains("2023-11-14 22:13:20 UTC"));
     }
 }

@@ -9,8 +9,9 @@ use sqlx::{PgConnection, PgPool, Row};
 use super::reads::intent_from_row;
 use crate::intent::IntentId;
 use crate::store::{
-    check_cancel, check_resolution, AuditEntry, AuditFilter, Cancellation, IntentRow, NewAuditEntry, ReconciliationFilter,
-    ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError, TenantScope,
+    check_cancel, check_resolution, AuditEntry, AuditFilter, Cancellation, IntentRow,
+    NewAuditEntry, ReconciliationFilter, ReconciliationItem, Resolution, ResolutionKind,
+    ReviewError, StoreError, TenantScope,
 };
 
 const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i.action, \

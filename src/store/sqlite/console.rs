@@ -10,9 +10,8 @@ use super::review::{append_audit_on, scope_json};
 use super::{from_ms, ms};
 use crate::intent::{IntentId, IntentState};
 use crate::store::{
-    check_failed_redispatch, check_redispatch, parse_class, parse_state, AttemptEnd,
-    ConsoleCounts, IntentRow, IntentSearch, NewAuditEntry, Redispatch, ReviewError, StoreError,
-    TenantScope,
+    check_failed_redispatch, check_redispatch, parse_class, parse_state, AttemptEnd, ConsoleCounts,
+    IntentRow, IntentSearch, NewAuditEntry, Redispatch, ReviewError, StoreError, TenantScope,
 };
 
 /// How many due intents the oldest-due query looks at (the due index, in order).

@@ -16,10 +16,10 @@ use chrono::{DateTime, Utc};
 use sqlx::SqlitePool;
 
 use super::{
-    AttemptEnd, AttemptRow, AuditEntry, AuditFilter, ConsoleCounts, IntentSearch, Redispatch, Cancellation, ClaimRequest, ClaimedIntent, IntentFilter, IntentRow,
-    NewAuditEntry, OutboxStore, OutcomeRecord, ReconciliationFilter, ReconciliationItem,
-    RecordResult, Release, Resolution, ReviewError, StatusSummary, StoreError, TenantScope,
-    Tombstone,
+    AttemptEnd, AttemptRow, AuditEntry, AuditFilter, Cancellation, ClaimRequest, ClaimedIntent,
+    ConsoleCounts, IntentFilter, IntentRow, IntentSearch, NewAuditEntry, OutboxStore,
+    OutcomeRecord, ReconciliationFilter, ReconciliationItem, RecordResult, Redispatch, Release,
+    Resolution, ReviewError, StatusSummary, StoreError, TenantScope, Tombstone,
 };
 use crate::intent::{IntentId, IntentState};
 
