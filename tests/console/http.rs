@@ -26,7 +26,7 @@ async fn filters_search_and_pages_work(t: &TestDb) {
     for n in 0..52 {
         h.enqueue(NewIntent::new(
             "acme",
-            &format!("bulk-{n:02}"),
+            format!("bulk-{n:02}"),
             IDLE,
             json!({"n": n}),
         ))
