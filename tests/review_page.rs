@@ -35,6 +35,7 @@ async fn operator_resolves_an_unknown_outcome_in_the_browser(t: &TestDb) {
     browser.type_into("#token", ACME_OPS).await;
     browser.click("#login").await;
     browser.wait_for_text("#who", "acme-ops").await;
+    browser.click("header a[href='/review/queue']").await;
     let queue = browser.wait_for_text("#queue", "refund-order-4711").await;
     assert!(
         queue.contains("send_notification") && queue.contains("acme"),

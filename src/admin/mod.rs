@@ -55,6 +55,7 @@ mod providers;
 mod reconciliation;
 mod review;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::routing::{get, post};
@@ -63,6 +64,7 @@ use tokio::sync::Notify;
 
 pub use error::ApiError;
 
+use crate::action::RetrySafety;
 use crate::config::AdminToken;
 use crate::store::{Database, OutboxStore};
 
@@ -84,6 +86,10 @@ pub struct AdminContext {
     cookie_secure: bool,
     /// Failed review-page sign-ins per client.
     sign_ins: Arc<review::SignInThrottle>,
+    /// The daemon's configured actions and their retry safety (None: not told, so the
+    /// console cannot say whether an action is configured, and treats each as
+    /// `not_idempotent` when asking for confirmation).
+    actions: Option<Arc<BTreeMap<String, RetrySafety>>>,
 }
 
 impl AdminContext {
@@ -98,7 +104,23 @@ impl AdminContext {
             review_key: Arc::new(rand::random()),
             cookie_secure: false,
             sign_ins: Arc::default(),
+            actions: None,
         }
+    }
+
+    /// Tells the console which actions the daemon has configured, with their retry safety.
+    pub fn with_actions(
+        mut self,
+        actions: impl IntoIterator<Item = (String, RetrySafety)>,
+    ) -> Self {
+        self.actions = Some(Arc::new(actions.into_iter().collect()));
+        self
+    }
+
+    /// The retry safety of `action`: `Some(None)` when it is not configured, `None` when
+    /// the console was not told the configuration.
+    pub(crate) fn action_safety(&self, action: &str) -> Option<Option<RetrySafety>> {
+        self.actions.as_ref().map(|a| a.get(action).copied())
     }
 
     /// Marks the review page's session cookie `Secure` (`[admin] cookie_secure`).

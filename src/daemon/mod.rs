@@ -117,7 +117,13 @@ pub async fn run(
     let listen = config.admin.listen;
     let people =
         crate::admin::AdminContext::new(db.clone(), config.admin.tokens.clone(), local.clone())
-            .with_cookie_secure(config.admin.cookie_secure);
+            .with_cookie_secure(config.admin.cookie_secure)
+            .with_actions(
+                actions
+                    .names()
+                    .into_iter()
+                    .filter_map(|n| actions.get(&n).map(|a| (n, a.retry_safety))),
+            );
     let state = ApiState::new(db.clone(), Arc::new(config), metrics.clone())
         .with_local_wakeup(local.clone());
     let routes = api::router(state.clone()).merge(crate::admin::router(people));

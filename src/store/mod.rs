@@ -7,6 +7,7 @@
 
 pub mod compat;
 pub mod connect;
+pub mod console;
 pub mod migrate;
 pub mod postgres;
 pub mod review;
@@ -19,10 +20,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 pub use connect::{connect, connect_dispatcher, Database, DatabaseUrl};
+pub use console::*;
 pub use review::*;
 pub use types::*;
 
-use crate::intent::IntentId;
+use crate::intent::{IntentId, IntentState};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -191,7 +193,43 @@ pub trait OutboxStore: Send + Sync + 'static {
         scope: &TenantScope,
         before_id: Option<i64>,
         limit: u32,
-    ) -> Result<Vec<AuditEntry>, StoreError>;
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.search_audit(&AuditFilter::all(scope.clone(), before_id, limit))
+            .await
+    }
+
+    /// Audit entries matching `filter`, newest first.
+    async fn search_audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// The console dashboard's counts for `scope`.
+    async fn console_counts(
+        &self,
+        scope: &TenantScope,
+        now: DateTime<Utc>,
+    ) -> Result<ConsoleCounts, StoreError>;
+
+    /// Attempts of `scope` that ended at or after `since`, looking at no more than the
+    /// latest `scan_limit` attempt rows (by id, so the read is bounded on a large table).
+    async fn recent_attempt_ends(
+        &self,
+        scope: &TenantScope,
+        since: DateTime<Utc>,
+        scan_limit: u32,
+    ) -> Result<Vec<AttemptEnd>, StoreError>;
+
+    /// Intents matching `search`, newest first.
+    async fn search_intents(&self, search: &IntentSearch) -> Result<Vec<IntentRow>, StoreError>;
+
+    /// The earliest unfinished (`pending`, `in_flight` or `unknown`) intent enqueued before
+    /// `intent` with the same tenant and ordering key: the one it waits for.
+    async fn ordering_blocker(
+        &self,
+        intent: &IntentRow,
+    ) -> Result<Option<(IntentId, IntentState)>, StoreError>;
+
+    /// Redispatches a `failed` intent (same key, new retry budget), with an audit entry, in
+    /// one transaction. Anything but `failed` gets [`ReviewError::WrongState`].
+    async fn redispatch_failed(&self, redispatch: &Redispatch) -> Result<IntentRow, ReviewError>;
 
     /// Prunes up to `limit` intents finished before `finished_before`, leaving a tombstone
     /// for each; returns how many were pruned.

@@ -155,7 +155,14 @@ async fn pages_without_a_session_ask_to_sign_in(t: &TestDb) {
         csp.contains("form-action 'self'") && csp.contains("default-src 'none'"),
         "{csp}"
     );
-    for path in ["/review/items/1", "/review/audit"] {
+    for path in [
+        "/review/items/1",
+        "/review/audit",
+        "/review/queue",
+        "/review/intents",
+        "/review/intents/1",
+        "/review/intents/bulk?op=cancel&id=1",
+    ] {
         let a = anonymous.get(path).await;
         assert_eq!(
             (a.status, a.location()),
@@ -219,7 +226,10 @@ async fn resolving_needs_this_sessions_csrf_field(t: &TestDb) {
     let done = alice.post(&resolve, &abandon_form(&alice_csrf)).await;
     assert_eq!(
         (done.status, done.location().to_owned()),
-        (StatusCode::SEE_OTHER, format!("/review?resolved={item}"))
+        (
+            StatusCode::SEE_OTHER,
+            format!("/review/queue?resolved={item}")
+        )
     );
     assert_eq!(h.intent(intent_id).await.state, IntentState::Abandoned);
 }
@@ -316,7 +326,7 @@ async fn stored_data_is_escaped(t: &TestDb) {
     .await;
     let server = AdminServer::start(&h.db).await;
     let page = Page::sign_in(&server, ACME_OPS).await;
-    let queue = page.get("/review").await;
+    let queue = page.get("/review/queue").await;
     assert!(
         queue.text.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !queue.text.contains(evil)
     );
@@ -380,7 +390,7 @@ async fn other_tenants_are_invisible_on_every_page(t: &TestDb) {
         .await;
     assert_eq!(resolved.status, StatusCode::SEE_OTHER);
     // Each page is the real page with acme's own rows (an error page would hide globex too).
-    let queue = page.get("/review").await;
+    let queue = page.get("/review/queue").await;
     assert_eq!(queue.status, StatusCode::OK);
     assert!(
         queue.text.contains("<h1>Reconciliation queue</h1>")
@@ -418,7 +428,9 @@ async fn other_tenants_are_invisible_on_every_page(t: &TestDb) {
     assert_eq!(attempt.status, StatusCode::NOT_FOUND);
     assert_eq!(h.intent(fresh_intent).await.state, IntentState::Unknown);
     assert_eq!(h.intent(globex_intent).await.state, IntentState::Abandoned);
-    let flash = page.get(&format!("/review?resolved={globex_item}")).await;
+    let flash = page
+        .get(&format!("/review/queue?resolved={globex_item}"))
+        .await;
     assert_eq!(flash.status, StatusCode::OK);
     assert!(
         flash.text.contains("<h1>Reconciliation queue</h1>"),

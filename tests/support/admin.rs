@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use outboxd::action::RetrySafety;
 use outboxd::admin::{router, AdminContext};
 use outboxd::config::{AdminToken, Role, Secret};
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
@@ -14,7 +15,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use super::harness::{Harness, NOTIFY};
+use super::harness::{Harness, NOTIFY, REFUND};
 
 /// Operator for every tenant (name `root`).
 pub const ROOT: &str = "root-operator-token-000000000001";
@@ -76,7 +77,11 @@ impl AdminServer {
         configure: impl FnOnce(AdminContext) -> AdminContext,
     ) -> AdminServer {
         let wake = Arc::new(Notify::new());
-        let ctx = configure(AdminContext::new(db.clone(), test_tokens(), wake.clone()));
+        let ctx = AdminContext::new(db.clone(), test_tokens(), wake.clone()).with_actions([
+            (REFUND.to_owned(), RetrySafety::IdempotentWithKey),
+            (NOTIFY.to_owned(), RetrySafety::NotIdempotent),
+        ]);
+        let ctx = configure(ctx);
         let app = router(ctx);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

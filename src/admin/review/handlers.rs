@@ -19,7 +19,7 @@ use crate::admin::auth::authenticate;
 use crate::admin::extract::IdPath;
 use crate::admin::ops::{item_detail, required_note, resolution_kind, resolve};
 use crate::admin::{AdminContext, ApiError};
-use crate::store::ReconciliationFilter;
+use crate::store::{AuditFilter, ReconciliationFilter};
 
 /// Items per queue page.
 const QUEUE_PAGE: u32 = 100;
@@ -27,7 +27,7 @@ const QUEUE_PAGE: u32 = 100;
 const AUDIT_PAGE: u32 = 100;
 
 /// Renders `error` as an HTML page with its status.
-fn error_page(who: Option<&Session>, error: &ApiError) -> Response {
+pub(super) fn error_page(who: Option<&Session>, error: &ApiError) -> Response {
     error.log();
     let message = match error {
         ApiError::Store(_) => "Internal error; the daemon's log has the details.".to_owned(),
@@ -47,14 +47,14 @@ pub(super) struct QueueParams {
     resolved: Option<String>,
 }
 
-/// `GET /review`: the queue when signed in, the sign-in form otherwise.
+/// `GET /review/queue`: the reconciliation queue (signed out: back to the sign-in form).
 pub(super) async fn queue(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
     Query(q): Query<QueueParams>,
 ) -> Response {
     let Some(s) = session(&ctx, &headers) else {
-        return page(StatusCode::OK, pages::login(None));
+        return redirect("/review", None);
     };
     let mut filter = ReconciliationFilter::open(s.caller.scope.clone(), QUEUE_PAGE);
     filter.after_id = q.after_id.and_then(|v| v.parse().ok());
@@ -253,7 +253,7 @@ pub(super) async fn resolve_item(
         Err(e) => Err(e),
     };
     match outcome {
-        Ok(_) => redirect(&format!("/review?resolved={id}"), None),
+        Ok(_) => redirect(&format!("/review/queue?resolved={id}"), None),
         Err(ApiError::AlreadyResolved { .. }) => {
             redirect(&format!("/review/items/{id}?notice=already_resolved"), None)
         }
@@ -274,9 +274,13 @@ pub(super) async fn resolve_item(
 #[derive(Debug, Deserialize)]
 pub(super) struct AuditParams {
     before_id: Option<String>,
+    actor: Option<String>,
+    action: Option<String>,
+    intent: Option<String>,
 }
 
-/// `GET /review/audit`: the audit log of the signed-in user's tenants, newest first.
+/// `GET /review/audit`: the audit log of the signed-in user's tenants, newest first,
+/// optionally only one actor's, one action's or one intent's entries.
 pub(super) async fn audit(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
@@ -285,17 +289,40 @@ pub(super) async fn audit(
     let Some(s) = session(&ctx, &headers) else {
         return redirect("/review", None);
     };
-    let before_id = q.before_id.and_then(|v| v.parse().ok());
-    match ctx
-        .store
-        .list_audit(&s.caller.scope, before_id, AUDIT_PAGE)
-        .await
-    {
+    let trimmed = |v: Option<String>| v.map(|v| v.trim().to_owned()).unwrap_or_default();
+    let form = pages::AuditForm {
+        actor: trimmed(q.actor),
+        action: trimmed(q.action),
+        intent: trimmed(q.intent),
+    };
+    let intent_id = match form.intent.trim_start_matches('#') {
+        "" => None,
+        v => match v.parse() {
+            Ok(id) => Some(id),
+            Err(_) => {
+                let e = ApiError::invalid("intent", "must be an intent number");
+                return error_page(Some(&s), &e);
+            }
+        },
+    };
+    let non_empty = |v: &str| (!v.is_empty()).then(|| v.to_owned());
+    let filter = AuditFilter {
+        scope: s.caller.scope.clone(),
+        actor: non_empty(&form.actor),
+        action: non_empty(&form.action),
+        intent_id,
+        before_id: q.before_id.and_then(|v| v.parse().ok()),
+        limit: AUDIT_PAGE,
+    };
+    match ctx.store.search_audit(&filter).await {
         Ok(entries) => {
             let next = (entries.len() == AUDIT_PAGE as usize)
                 .then(|| entries.last().map(|e| e.id))
                 .flatten();
-            page(StatusCode::OK, pages::audit(&s.caller, &entries, next))
+            page(
+                StatusCode::OK,
+                pages::audit(&s.caller, &entries, next, &form),
+            )
         }
         Err(e) => error_page(Some(&s), &e.into()),
     }

@@ -1,6 +1,7 @@
 //! HTML building blocks of the review page: escaping (every value that came from a
 //! producer, a provider or a person goes through [`esc`]), the page layout with its inline
-//! style sheet, and time formatting.
+//! style sheet, and time formatting. (The console pages added later build their bodies
+//! with `maud`, which escapes by default, and share this layout.)
 
 use std::fmt::Write as _;
 
@@ -80,6 +81,15 @@ input[type=text],input[type=password],textarea{width:100%;box-sizing:border-box;
 textarea{min-height:70px}\
 button.primary{background:#2454d6;color:#fff;border:0;border-radius:4px;padding:8px 16px;font-weight:600;cursor:pointer;margin-top:8px}\
 .muted{color:#6b7385}.class-ambiguous{color:#b25b00;font-weight:600}.class-delivered{color:#137333;font-weight:600}\
+form.filters{display:flex;flex-wrap:wrap;gap:8px 14px;align-items:end;background:#fff;border:1px solid #d8dce3;padding:10px;margin:0 0 14px}\
+form.filters label{font-size:13px;color:#4a5263}form.filters input,form.filters select{display:block;padding:4px;font:inherit;border:1px solid #b9bfca;border-radius:4px}\
+form.filters input[type=text]{width:160px}form.filters button{margin:0}\
+.cards{display:flex;gap:14px;margin:0 0 10px}.card{background:#fff;border:1px solid #d8dce3;padding:12px 16px;min-width:220px}\
+.card .label{font-size:13px;color:#4a5263;font-weight:600}.card .big{font-size:26px;font-weight:700;margin:4px 0}\
+.legend{margin-right:10px;white-space:nowrap}#chart{background:#fff;border:1px solid #d8dce3;padding:6px}\
+.state-failed,.state-unknown,.skip{color:#b3261e}.state-delivered{color:#137333}tr.skip td{opacity:.8}\
+a.button{display:inline-block;background:#2454d6;color:#fff;border-radius:4px;padding:7px 14px;font-weight:600;text-decoration:none}\
+ul#why{background:#fff;border:1px solid #d8dce3;padding:10px 10px 10px 28px;margin:0}\
 .login{max-width:380px;margin:60px auto;background:#fff;border:1px solid #d8dce3;padding:24px}";
 
 /// A whole page. `who` adds the navigation and the logout button of a signed-in user.
@@ -96,7 +106,8 @@ pub(super) fn layout(title: &str, who: Option<&Caller>, body: &str) -> String {
     if let Some(caller) = who {
         let _ = write!(
             page,
-            "<a href=\"/review\">Queue</a><a href=\"/review/audit\">Audit log</a>\
+            "<a href=\"/review\">Dashboard</a><a href=\"/review/intents\">Intents</a>\
+             <a href=\"/review/queue\">Queue</a><a href=\"/review/audit\">Audit log</a>\
              <span class=\"who\">signed in as <strong id=\"who\">{}</strong> ({})</span>\
              <form method=\"post\" action=\"/review/logout\"><button type=\"submit\" id=\"logout\">Log out</button></form>",
             esc(&caller.name),

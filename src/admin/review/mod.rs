@@ -1,6 +1,10 @@
-//! The review page: server-rendered HTML for operators under `/review` — sign in with a
-//! token, the reconciliation queue, one item with its attempt history and the three
-//! resolutions, and the audit log. No JavaScript, no front-end build.
+//! The review page, grown into the operator console: server-rendered HTML under `/review` —
+//! sign in with a token; the dashboard (`/review`, [`dashboard`]); the intents browser and
+//! one intent with why it waits (`/review/intents`, [`intents`], [`why`]); bulk redispatch
+//! and cancel with a dry run first ([`bulk`]); the reconciliation queue (`/review/queue`),
+//! one item with its attempt history and the three resolutions; and the audit log with
+//! filters. No JavaScript, no front-end build. Viewers read every page; only operators get
+//! forms, and every POST checks the role again.
 //!
 //! The session is the `outboxd_session` cookie (`HttpOnly`, `SameSite=Strict`,
 //! `Path=/review`, `Secure` when configured): `<expiry>.<HMAC of the token and the expiry
@@ -11,10 +15,16 @@
 //! sign-ins are throttled per client (`throttle`). Mutations use POST and redirect after
 //! success.
 
+mod bulk;
+mod chart;
+mod dashboard;
+mod filter;
 mod handlers;
 mod html;
+mod intents;
 mod pages;
 mod throttle;
+mod why;
 
 pub(super) use throttle::SignInThrottle;
 
@@ -41,7 +51,11 @@ const SESSION_SECONDS: u32 = 12 * 3600;
 /// The review page's routes.
 pub(super) fn routes() -> Router<AdminContext> {
     Router::new()
-        .route("/review", get(handlers::queue))
+        .route("/review", get(dashboard::dashboard))
+        .route("/review/queue", get(handlers::queue))
+        .route("/review/intents", get(intents::browse))
+        .route("/review/intents/bulk", get(bulk::dry_run).post(bulk::apply))
+        .route("/review/intents/{id}", get(intents::show))
         .route(
             "/review/login",
             get(handlers::login_form).post(handlers::login),

@@ -65,7 +65,7 @@ pub(super) fn queue(
     if let Some(after) = next_after_id {
         let _ = write!(
             body,
-            "<p><a href=\"/review?after_id={after}\">Next page &rarr;</a></p>"
+            "<p><a href=\"/review/queue?after_id={after}\">Next page &rarr;</a></p>"
         );
     }
     layout("Queue", Some(caller), &body)
@@ -153,7 +153,8 @@ fn facts(d: &ItemDetail, now: DateTime<Utc>) -> String {
     dl
 }
 
-fn attempts(rows: &[AttemptRow]) -> String {
+/// The attempt history table.
+pub(super) fn attempts(rows: &[AttemptRow]) -> String {
     if rows.is_empty() {
         return "<p class=\"muted\">No attempts.</p>".into();
     }
@@ -213,15 +214,54 @@ fn resolve_form(item_id: i64, csrf: &str, form: &FormState) -> String {
     )
 }
 
-/// The audit log, newest first.
+/// The audit page's filter as typed.
+#[derive(Debug, Default)]
+pub(super) struct AuditForm {
+    /// Only this actor.
+    pub actor: String,
+    /// Only this action.
+    pub action: String,
+    /// Only this intent (its number).
+    pub intent: String,
+}
+
+impl AuditForm {
+    fn query(&self) -> String {
+        let mut out = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [
+            ("actor", &self.actor),
+            ("action", &self.action),
+            ("intent", &self.intent),
+        ] {
+            if !v.is_empty() {
+                out.append_pair(k, v);
+            }
+        }
+        out.finish()
+    }
+}
+
+/// The audit log, newest first, with its filter form.
 pub(super) fn audit(
     caller: &Caller,
     entries: &[AuditEntry],
     next_before_id: Option<i64>,
+    form: &AuditForm,
 ) -> String {
     let mut body = String::from("<h1>Audit log</h1>");
+    let _ = write!(
+        body,
+        "<form class=\"filters\" id=\"audit-filters\" method=\"get\" action=\"/review/audit\">\
+         <label>Actor <input type=\"text\" name=\"actor\" id=\"a-actor\" value=\"{}\"></label>\
+         <label>Action <input type=\"text\" name=\"action\" id=\"a-action\" value=\"{}\" placeholder=\"intent.cancel, reconciliation.resolve, ...\"></label>\
+         <label>Intent <input type=\"text\" name=\"intent\" id=\"a-intent\" value=\"{}\"></label>\
+         <button class=\"primary\" type=\"submit\" id=\"audit-filter\">Filter</button> <a href=\"/review/audit\">clear</a></form>",
+        esc(&form.actor),
+        esc(&form.action),
+        esc(&form.intent),
+    );
     if entries.is_empty() {
-        body.push_str("<p id=\"audit-empty\">No entries yet.</p>");
+        body.push_str("<p id=\"audit-empty\">No entries.</p>");
         return layout("Audit log", Some(caller), &body);
     }
     body.push_str(
@@ -246,9 +286,12 @@ pub(super) fn audit(
     }
     body.push_str("</tbody></table>");
     if let Some(before) = next_before_id {
+        let query = form.query();
+        let sep = if query.is_empty() { "" } else { "&amp;" };
         let _ = write!(
             body,
-            "<p><a href=\"/review/audit?before_id={before}\">Older entries &rarr;</a></p>"
+            "<p><a href=\"/review/audit?{}{sep}before_id={before}\">Older entries &rarr;</a></p>",
+            esc(&query)
         );
     }
     layout("Audit log", Some(caller), &body)

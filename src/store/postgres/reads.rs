@@ -10,7 +10,7 @@ use crate::store::{
     parse_class, parse_state, AttemptRow, IntentFilter, IntentRow, StatusSummary, StoreError,
 };
 
-const INTENT_COLUMNS: &str = "id, tenant, operation_id, action, payload_version, payload, \
+pub(super) const INTENT_COLUMNS: &str = "id, tenant, operation_id, action, payload_version, payload, \
     payload_sha256, idempotency_key, ordering_key, state, attempt_count, ambiguous_attempts, \
     next_attempt_at, deadline_at, lease_owner, lease_expires_at, attempt_started_at, fencing_token, \
     provider_ref, last_error, last_http_status, created_at, updated_at, finished_at";

@@ -9,8 +9,9 @@ use sqlx::{PgConnection, PgPool, Row};
 use super::reads::intent_from_row;
 use crate::intent::IntentId;
 use crate::store::{
-    check_resolution, AuditEntry, Cancellation, IntentRow, NewAuditEntry, ReconciliationFilter,
-    ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError, TenantScope,
+    check_cancel, check_resolution, AuditEntry, AuditFilter, Cancellation, IntentRow,
+    NewAuditEntry, ReconciliationFilter, ReconciliationItem, Resolution, ResolutionKind,
+    ReviewError, StoreError, TenantScope,
 };
 
 const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i.action, \
@@ -230,20 +231,7 @@ pub(super) async fn cancel_intent(
     .await?
     .ok_or(ReviewError::NotFound)?;
     let state: String = row.try_get("state")?;
-    if state != "pending" {
-        return Err(ReviewError::WrongState {
-            state,
-            what: "only a pending intent can be cancelled",
-        });
-    }
-    let ambiguous: i32 = row.try_get("ambiguous_attempts")?;
-    if ambiguous > 0 {
-        return Err(ReviewError::WrongState {
-            state,
-            what: "an earlier attempt may have reached the provider, so it cannot be cancelled; \
-                   let it finish or resolve it in reconciliation",
-        });
-    }
+    check_cancel(&state, row.try_get("ambiguous_attempts")?)?;
     sqlx::query("UPDATE outbox_intents SET state = 'cancelled', finished_at = $2, updated_at = $2 WHERE id = $1")
         .bind(c.intent_id)
         .bind(c.now)
@@ -315,20 +303,22 @@ pub(super) async fn append_audit(pool: &PgPool, e: &NewAuditEntry) -> Result<i64
     append_audit_on(&mut conn, e).await
 }
 
-pub(super) async fn list_audit(
+pub(super) async fn search_audit(
     pool: &PgPool,
-    scope: &TenantScope,
-    before_id: Option<i64>,
-    limit: u32,
+    f: &AuditFilter,
 ) -> Result<Vec<AuditEntry>, StoreError> {
     let rows = sqlx::query(
         "SELECT id, at, actor, action, tenant, intent_id, details, note FROM outbox_audit_log \
          WHERE ($1::text[] IS NULL OR tenant = ANY($1)) AND ($2::bigint IS NULL OR id < $2) \
-         ORDER BY id DESC LIMIT $3",
+         AND ($3::text IS NULL OR actor = $3) AND ($4::text IS NULL OR action = $4) \
+         AND ($5::bigint IS NULL OR intent_id = $5) ORDER BY id DESC LIMIT $6",
     )
-    .bind(scope.as_list())
-    .bind(before_id)
-    .bind(i64::from(limit.max(1)))
+    .bind(f.scope.as_list())
+    .bind(f.before_id)
+    .bind(f.actor.as_deref())
+    .bind(f.action.as_deref())
+    .bind(f.intent_id)
+    .bind(i64::from(f.limit.max(1)))
     .fetch_all(pool)
     .await?;
     rows.iter()

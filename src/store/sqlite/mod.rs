@@ -3,6 +3,7 @@
 //! [`claims`] (the dispatcher's hot path) and [`reads`] (status and review).
 
 mod claims;
+mod console;
 mod outcomes;
 mod providers;
 mod reads;
@@ -16,12 +17,13 @@ use chrono::{DateTime, Utc};
 use sqlx::SqlitePool;
 
 use super::{
-    AttemptRow, AuditEntry, Cancellation, ClaimRequest, ClaimedIntent, FairShare, IntentFilter,
-    IntentRow, NewAuditEntry, OutboxStore, OutcomeRecord, ProviderStateRow, ReconciliationFilter,
-    ReconciliationItem, RecordResult, Release, Resolution, ReviewError, StatusSummary, StoreError,
-    TenantScope, Tombstone,
+    AttemptEnd, AttemptRow, AuditEntry, AuditFilter, Cancellation, ClaimRequest, ClaimedIntent,
+    ConsoleCounts, FairShare, IntentFilter, IntentRow, IntentSearch, NewAuditEntry, OutboxStore,
+    OutcomeRecord, ProviderStateRow, ReconciliationFilter, ReconciliationItem, RecordResult,
+    Redispatch, Release, Resolution, ReviewError, StatusSummary, StoreError, TenantScope,
+    Tombstone,
 };
-use crate::intent::IntentId;
+use crate::intent::{IntentId, IntentState};
 
 /// The SQLite implementation of [`OutboxStore`].
 #[derive(Debug, Clone)]
@@ -180,13 +182,40 @@ impl OutboxStore for SqliteStore {
         review::append_audit(&self.pool, entry).await
     }
 
-    async fn list_audit(
+    async fn search_audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, StoreError> {
+        review::search_audit(&self.pool, filter).await
+    }
+
+    async fn console_counts(
         &self,
         scope: &TenantScope,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<AuditEntry>, StoreError> {
-        review::list_audit(&self.pool, scope, before_id, limit).await
+        now: DateTime<Utc>,
+    ) -> Result<ConsoleCounts, StoreError> {
+        console::console_counts(&self.pool, scope, now).await
+    }
+
+    async fn recent_attempt_ends(
+        &self,
+        scope: &TenantScope,
+        since: DateTime<Utc>,
+        scan_limit: u32,
+    ) -> Result<Vec<AttemptEnd>, StoreError> {
+        console::recent_attempt_ends(&self.pool, scope, since, scan_limit).await
+    }
+
+    async fn search_intents(&self, search: &IntentSearch) -> Result<Vec<IntentRow>, StoreError> {
+        console::search_intents(&self.pool, search).await
+    }
+
+    async fn ordering_blocker(
+        &self,
+        intent: &IntentRow,
+    ) -> Result<Option<(IntentId, IntentState)>, StoreError> {
+        console::ordering_blocker(&self.pool, intent).await
+    }
+
+    async fn redispatch_failed(&self, redispatch: &Redispatch) -> Result<IntentRow, ReviewError> {
+        console::redispatch_failed(&self.pool, redispatch).await
     }
 
     async fn prune_finished(

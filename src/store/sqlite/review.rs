@@ -10,8 +10,9 @@ use super::reads::intent_from_row;
 use super::{from_ms, ms};
 use crate::intent::IntentId;
 use crate::store::{
-    check_resolution, AuditEntry, Cancellation, IntentRow, NewAuditEntry, ReconciliationFilter,
-    ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError, TenantScope,
+    check_cancel, check_resolution, AuditEntry, AuditFilter, Cancellation, IntentRow,
+    NewAuditEntry, ReconciliationFilter, ReconciliationItem, Resolution, ResolutionKind,
+    ReviewError, StoreError, TenantScope,
 };
 
 const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i.action, \
@@ -20,7 +21,7 @@ const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i
     FROM outbox_reconciliation_items r JOIN outbox_intents i ON i.id = r.intent_id";
 
 /// `?N IS NULL OR tenant IN (...)` takes the scope as a JSON array (NULL = all tenants).
-fn scope_json(scope: &TenantScope) -> Option<String> {
+pub(super) fn scope_json(scope: &TenantScope) -> Option<String> {
     scope
         .as_list()
         .map(|t| serde_json::to_string(&t).unwrap_or_else(|_| "[]".into()))
@@ -234,20 +235,7 @@ pub(super) async fn cancel_intent(
     .await?
     .ok_or(ReviewError::NotFound)?;
     let state: String = row.try_get("state")?;
-    if state != "pending" {
-        return Err(ReviewError::WrongState {
-            state,
-            what: "only a pending intent can be cancelled",
-        });
-    }
-    let ambiguous: i32 = row.try_get("ambiguous_attempts")?;
-    if ambiguous > 0 {
-        return Err(ReviewError::WrongState {
-            state,
-            what: "an earlier attempt may have reached the provider, so it cannot be cancelled; \
-                   let it finish or resolve it in reconciliation",
-        });
-    }
+    check_cancel(&state, row.try_get("ambiguous_attempts")?)?;
     sqlx::query("UPDATE outbox_intents SET state = 'cancelled', finished_at = ?2, updated_at = ?2 WHERE id = ?1")
         .bind(c.intent_id)
         .bind(ms(c.now))
@@ -318,20 +306,23 @@ pub(super) async fn append_audit(pool: &SqlitePool, e: &NewAuditEntry) -> Result
     append_audit_on(&mut conn, e).await
 }
 
-pub(super) async fn list_audit(
+pub(super) async fn search_audit(
     pool: &SqlitePool,
-    scope: &TenantScope,
-    before_id: Option<i64>,
-    limit: u32,
+    f: &AuditFilter,
 ) -> Result<Vec<AuditEntry>, StoreError> {
     let rows = sqlx::query(
         "SELECT id, at, actor, action, tenant, intent_id, details, note FROM outbox_audit_log \
          WHERE (?1 IS NULL OR tenant IN (SELECT value FROM json_each(?1))) \
-         AND (?2 IS NULL OR id < ?2) ORDER BY id DESC LIMIT ?3",
+         AND (?2 IS NULL OR id < ?2) AND (?3 IS NULL OR actor = ?3) \
+         AND (?4 IS NULL OR action = ?4) AND (?5 IS NULL OR intent_id = ?5) \
+         ORDER BY id DESC LIMIT ?6",
     )
-    .bind(scope_json(scope))
-    .bind(before_id)
-    .bind(i64::from(limit.max(1)))
+    .bind(scope_json(&f.scope))
+    .bind(f.before_id)
+    .bind(f.actor.as_deref())
+    .bind(f.action.as_deref())
+    .bind(f.intent_id)
+    .bind(i64::from(f.limit.max(1)))
     .fetch_all(pool)
     .await?;
     rows.iter()
