@@ -254,16 +254,24 @@ fn quickstart_config_loads_on_a_fresh_clone() {
 const CONFIG_ERROR: i32 = 3;
 
 fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("config").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("config")
+        .join(name)
 }
 
 /// Every secret the PostgreSQL example names, with values that validate.
 const EXAMPLE_SECRETS: [(&str, &str); 6] = [
     ("OUTBOXD_DB_PASSWORD", "pg-pass-do-not-print"),
     ("OUTBOXD_TOKEN_ALICE", "alice-token-do-not-print-0123456789"),
-    ("OUTBOXD_TOKEN_SUPPORT_DASHBOARD", "support-token-do-not-print-012345"),
+    (
+        "OUTBOXD_TOKEN_SUPPORT_DASHBOARD",
+        "support-token-do-not-print-012345",
+    ),
     ("PAYMENTS_AUTH", "Bearer sk_live_do_not_print_4242"),
-    ("PAYMENTS_WEBHOOK_SECRET", "whsec_c2VjcmV0LXNpZ25pbmcta2V5LTk5"),
+    (
+        "PAYMENTS_WEBHOOK_SECRET",
+        "whsec_c2VjcmV0LXNpZ25pbmcta2V5LTk5",
+    ),
     ("SUPPORT_API_TOKEN", "Bearer support-do-not-print"),
 ];
 
@@ -275,8 +283,14 @@ fn postgres_example_needs_its_secrets_unless_no_secrets() {
     assert!(without.stderr.contains("is not set"), "{}", without.stderr);
     let checked = check_with(&path, &["--no-secrets"], &[]);
     assert!(checked.ok, "stderr:\n{}", checked.stderr);
-    assert!(checked.stderr.contains("secrets were not read"), "{}", checked.stderr);
-    assert!(checked.stdout.contains("password_env = \"OUTBOXD_DB_PASSWORD\""));
+    assert!(
+        checked.stderr.contains("secrets were not read"),
+        "{}",
+        checked.stderr
+    );
+    assert!(checked
+        .stdout
+        .contains("password_env = \"OUTBOXD_DB_PASSWORD\""));
     // The shape of each secret is still checked: two ways at once is an error.
     let dir = tempfile::tempdir().unwrap();
     let twice = dir.path().join("twice.toml");
@@ -287,7 +301,11 @@ fn postgres_example_needs_its_secrets_unless_no_secrets() {
     std::fs::write(&twice, text).unwrap();
     let checked = check_with(&twice, &["--no-secrets"], &[]);
     assert_eq!(checked.code, Some(CONFIG_ERROR), "{}", checked.stderr);
-    assert!(checked.stderr.contains("set only one of"), "{}", checked.stderr);
+    assert!(
+        checked.stderr.contains("set only one of"),
+        "{}",
+        checked.stderr
+    );
 }
 
 #[test]
@@ -297,9 +315,15 @@ fn strict_turns_warnings_into_errors() {
     assert!(lenient.ok, "{}", lenient.stderr);
     let strict = check_with(&path, &["--strict"], &[]);
     assert_eq!(strict.code, Some(CONFIG_ERROR), "{}", strict.stderr);
-    assert!(strict.stderr.contains("warning: actions.refund.retry.deadline"));
+    assert!(strict
+        .stderr
+        .contains("warning: actions.refund.retry.deadline"));
     assert!(strict.stderr.contains("--strict"), "{}", strict.stderr);
-    assert!(strict.stdout.is_empty(), "no config printed: {}", strict.stdout);
+    assert!(
+        strict.stdout.is_empty(),
+        "no config printed: {}",
+        strict.stdout
+    );
     let json = check_with(&path, &["--strict", "--json"], &[]);
     assert_eq!(json.code, Some(CONFIG_ERROR));
     let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("one JSON object");
@@ -346,13 +370,20 @@ fn print_twice(path: &Path, flags: &[&str], env: &[(&str, &str)]) -> (String, St
 
 #[test]
 fn printed_config_reads_back_the_same() {
-    for name in ["postgres.example.toml", "sqlite.example.toml", "quickstart.toml"] {
+    for name in [
+        "postgres.example.toml",
+        "sqlite.example.toml",
+        "quickstart.toml",
+    ] {
         let (first, again) = print_twice(&example(name), &[], &EXAMPLE_SECRETS);
         assert_eq!(first, again, "{name}: print → parse → print differs");
         for (_, secret) in EXAMPLE_SECRETS {
             assert!(!first.contains(secret), "{name}: a secret was printed");
         }
         let (first, again) = print_twice(&example(name), &["--no-secrets"], &[]);
-        assert_eq!(first, again, "{name} (--no-secrets): print → parse → print differs");
+        assert_eq!(
+            first, again,
+            "{name} (--no-secrets): print → parse → print differs"
+        );
     }
 }

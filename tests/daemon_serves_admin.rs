@@ -131,17 +131,41 @@ async fn metrics_listen_serves_metrics_on_its_own_port() {
     let scrape = listener_addr(&config, "metrics server", limit).expect("metrics server listening");
     assert_ne!(admin, scrape);
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let metrics = http.get(format!("http://{scrape}/metrics")).send().await.unwrap();
+    let metrics = http
+        .get(format!("http://{scrape}/metrics"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(metrics.status(), 200);
     assert!(metrics.headers().contains_key("x-request-id"));
     assert!(metrics.text().await.unwrap().contains("outboxd_"));
-    let on_admin = http.get(format!("http://{admin}/metrics")).send().await.unwrap();
-    assert_eq!(on_admin.status(), 404, "the admin listener no longer serves /metrics");
-    let health = http.get(format!("http://{admin}/healthz")).send().await.unwrap();
+    let on_admin = http
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        on_admin.status(),
+        404,
+        "the admin listener no longer serves /metrics"
+    );
+    let health = http
+        .get(format!("http://{admin}/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert!(health.status().is_success());
     assert!(health.headers().contains_key("x-request-id"));
-    let api = http.get(format!("http://{scrape}/v1/intents")).send().await.unwrap();
-    assert_eq!(api.status(), 404, "the metrics listener serves nothing else");
+    let api = http
+        .get(format!("http://{scrape}/v1/intents"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        api.status(),
+        404,
+        "the metrics listener serves nothing else"
+    );
     daemon.assert_running("after the scrapes");
     assert!(daemon.terminate(), "exit 0 after SIGTERM");
     let log = std::fs::read_to_string(config.with_extension("log")).unwrap();

@@ -22,7 +22,9 @@ fn registered_routes(source: &str) -> BTreeSet<(String, String)> {
     for (start, _) in source.match_indices(".route(") {
         let rest = &source[start + ".route(".len()..];
         let Some(open) = rest.find('"') else { continue };
-        let Some(len) = rest[open + 1..].find('"') else { continue };
+        let Some(len) = rest[open + 1..].find('"') else {
+            continue;
+        };
         let path = &rest[open + 1..open + 1 + len];
         if !path.starts_with("/v1") {
             continue;
@@ -108,7 +110,11 @@ fn the_route_scan_sees_methods_and_paths() {
         )
         .route("/healthz", get(h))"#;
     let found: Vec<(String, String)> = registered_routes(source).into_iter().collect();
-    let expected = [("GET", "/v1/a"), ("POST", "/v1/a"), ("POST", "/v1/a/{id}/cancel")];
+    let expected = [
+        ("GET", "/v1/a"),
+        ("POST", "/v1/a"),
+        ("POST", "/v1/a/{id}/cancel"),
+    ];
     let expected: Vec<(String, String)> = expected
         .iter()
         .map(|(m, p)| (m.to_string(), p.to_string()))

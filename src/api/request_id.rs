@@ -47,7 +47,9 @@ pub async fn middleware(mut request: Request, next: Next) -> Response {
         .map(str::to_owned)
         .unwrap_or_else(generate);
     let value = HeaderValue::from_str(&id).expect("checked or generated as visible ASCII");
-    request.headers_mut().insert(X_REQUEST_ID.clone(), value.clone());
+    request
+        .headers_mut()
+        .insert(X_REQUEST_ID.clone(), value.clone());
     let span = tracing::info_span!(
         "request",
         request_id = %id,

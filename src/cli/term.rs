@@ -7,7 +7,9 @@ use std::io::IsTerminal;
 
 /// Whether output to stderr may use ANSI colours.
 pub fn stderr_color() -> bool {
-    color_for(std::io::stderr().is_terminal(), |name| std::env::var(name).ok())
+    color_for(std::io::stderr().is_terminal(), |name| {
+        std::env::var(name).ok()
+    })
 }
 
 /// The rule, over whether the stream is a terminal and a variable lookup.

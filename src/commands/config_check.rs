@@ -94,7 +94,8 @@ fn report_json(checked: &Checked, args: CheckArgs) -> Value {
         .flat_map(|e| &e.problems)
         .map(|p| json!({"key": p.key, "message": p.message, "origin": p.origin}))
         .collect();
-    let ok = errors.is_empty() && !(args.strict && !checked.warnings.is_empty());
+    let warnings_pass = !args.strict || checked.warnings.is_empty();
+    let ok = errors.is_empty() && warnings_pass;
     json!({
         "ok": ok,
         "strict": args.strict,

@@ -22,16 +22,18 @@ pub mod fake_provider;
 mod intents;
 mod maintenance;
 pub mod open;
-pub mod report;
-pub mod status;
 mod reconcile;
 mod render;
+pub mod report;
+pub mod status;
 mod table;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-pub use args::{CheckArgs, IntentsCommand, ReconcileCommand, ResolveArgs, ResolveAs, ReviewCommand};
+pub use args::{
+    CheckArgs, IntentsCommand, ReconcileCommand, ResolveArgs, ResolveAs, ReviewCommand,
+};
 pub use report::ExitKind;
 
 use crate::config::Config;

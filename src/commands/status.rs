@@ -79,7 +79,8 @@ pub async fn migrate(config: &Config, json: bool) -> Result<(), MigrateFailed> {
             .iter()
             .map(|(version, name)| json!({"version": version, "name": name}))
             .collect();
-        let out = json!({"database": location, "applied": applied, "schema_version": report.version});
+        let out =
+            json!({"database": location, "applied": applied, "schema_version": report.version});
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return Ok(());
     }

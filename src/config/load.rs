@@ -11,8 +11,8 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 
 use super::error::{describe_origin, from_figment, ConfigError, ENV_LAYER_NAME, INLINE_LAYER_NAME};
-use super::validate::Report;
 use super::resolve::SecretNeeds;
+use super::validate::Report;
 use super::{resolve, validate, Config, LoadedConfig};
 
 /// Prefix of environment variables that override configuration keys.

@@ -50,10 +50,10 @@ pub use admin::{AdminConfig, AdminToken, Role, ALL_TENANTS};
 pub use duration::format_duration;
 pub use error::{ConfigError, ConfigProblem};
 pub use load::{ENV_PREFIX, ENV_SEPARATOR};
-pub use resolve::SecretNeeds;
 pub use provider::{
     HeaderValueConfig, ProviderConfig, RateLimitConfig, SigningConfig, SIGNING_SECRET_PREFIX,
 };
+pub use resolve::SecretNeeds;
 pub use secret::{looks_like_secret, redact_url_password, url_has_password, Secret, REDACTED};
 pub use sections::{
     DatabaseConfig, DispatcherConfig, LogFormat, LoggingConfig, ProbesConfig, RetentionConfig,

@@ -306,6 +306,54 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn only_create_mode_creates_and_read_only_cannot_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outbox.db");
+        let url = format!("sqlite://{}", path.display());
+        for mode in [OpenMode::Existing, OpenMode::ReadOnly] {
+            let error = connect_with_mode(&url, 1, mode).await.unwrap_err();
+            assert!(
+                matches!(&error, ConnectError::Missing { path: p } if *p == path),
+                "{error}"
+            );
+            assert!(!path.exists(), "{mode:?} created the file");
+        }
+        let Database::Sqlite(pool) = connect(&url, 1).await.unwrap() else {
+            panic!("sqlite")
+        };
+        sqlx::query("CREATE TABLE t (x INTEGER)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        let Database::Sqlite(pool) = connect_with_mode(&url, 1, OpenMode::ReadOnly)
+            .await
+            .unwrap()
+        else {
+            panic!("sqlite")
+        };
+        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(count, 0);
+        let refused = sqlx::query("INSERT INTO t VALUES (1)").execute(&pool).await;
+        assert!(refused.is_err(), "a read-only pool wrote");
+        pool.close().await;
+        let Database::Sqlite(pool) = connect_with_mode(&url, 1, OpenMode::Existing)
+            .await
+            .unwrap()
+        else {
+            panic!("sqlite")
+        };
+        sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+    }
+
+    #[tokio::test]
     async fn connection_errors_hide_query_passwords() {
         // A listener that hangs up at once: the driver fails without retrying (a refused
         // connection would be retried until the acquire timeout).

@@ -45,9 +45,14 @@ async fn every_response_carries_a_request_id(t: &TestDb) {
     assert_eq!(status, 401);
     assert_eq!(echoed, "trace-4242");
     assert_eq!(body["error"]["request_id"], "trace-4242");
-    let (status, replaced, body) = get(&server, "/v1/intents/999999", true, Some("two words")).await;
+    let (status, replaced, body) =
+        get(&server, "/v1/intents/999999", true, Some("two words")).await;
     assert_eq!(status, 404);
-    assert_eq!(replaced.len(), 32, "an unusable id is replaced: {replaced:?}");
+    assert_eq!(
+        replaced.len(),
+        32,
+        "an unusable id is replaced: {replaced:?}"
+    );
     assert_eq!(body["error"]["request_id"], replaced.as_str());
     // A database failure: 500 naming the request id to look up in the log.
     t.db.close().await;
