@@ -21,7 +21,7 @@ pub fn color_for(is_terminal: bool, var: impl Fn(&str) -> Option<String>) -> boo
     is_terminal || var("CLICOLOR_FORCE").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
-/// `label` (e.g. `error:`) in bold `colour` (an SGR code: 31 red, 33 yellow) when
+/// `label` (e.g. `error:`) in bold colour `sgr` (an SGR code: 31 red, 33 yellow) when
 /// `color`, plain otherwise.
 pub fn label(label: &str, sgr: u8, color: bool) -> String {
     if color {
