@@ -1,69 +1,73 @@
-//! The `outboxd` binary: parse the command line, load the configuration, set up
-//! telemetry, run the chosen command.
+//! The `outboxd` binary: parse the command line, load the configuration (only the
+//! secrets the command uses), set up telemetry, run the chosen command, and exit with the
+//! documented code (`docs/cli.md`; [`outboxd::commands::ExitKind`]).
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use outboxd::cli::{Cli, Command, ConfigCommand, EnqueueCli};
-use outboxd::config::{Config, LoadedConfig};
+use outboxd::cli::{term, Cli, Command, ConfigCommand, EnqueueCli};
+use outboxd::commands::config_check::{self, CheckFailed};
+use outboxd::commands::report::{error_json, one_chain};
+use outboxd::commands::ExitKind;
+use outboxd::config::{Config, SecretNeeds};
 use tokio::sync::watch;
 
-fn load(cli: &Cli) -> anyhow::Result<LoadedConfig> {
-    let loaded = Config::load(cli.config.as_deref()).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// Loads the configuration, resolving only the secrets `needs` names; prints warnings.
+fn load(cli: &Cli, needs: SecretNeeds) -> anyhow::Result<Config> {
+    let loaded = Config::load_for(cli.config.as_deref(), needs)?;
+    let color = term::stderr_color();
     for warning in &loaded.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("{} {warning}", term::label("warning:", 33, color));
     }
-    Ok(loaded)
+    Ok(loaded.config)
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    let json = cli.json;
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => report_failure(&e, json),
     }
 }
 
+/// Prints `e` once (each line prefixed `error:`; with `--json` also the error object on
+/// stdout) and returns its exit code.
+fn report_failure(e: &anyhow::Error, json: bool) -> ExitCode {
+    let kind = ExitKind::of_chain(e.chain());
+    let message = one_chain(e.chain().map(ToString::to_string));
+    let color = term::stderr_color();
+    for line in message.lines() {
+        eprintln!("{} {line}", term::label("error:", 31, color));
+    }
+    // `config check --json` has printed its own report.
+    if json && e.downcast_ref::<CheckFailed>().is_none() {
+        println!("{}", error_json(kind, &message));
+    }
+    ExitCode::from(kind.code())
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    let json = cli.json;
     match &cli.command {
         Command::Config {
-            command: ConfigCommand::Check,
-        } => {
-            let loaded = load(&cli)?;
-            print!("{}", loaded.config.effective_toml_redacted());
-            eprintln!("configuration OK ({} warning(s))", loaded.warnings.len());
-            Ok(())
+            command: ConfigCommand::Check(args),
+        } => Ok(config_check::run(cli.config.as_deref(), *args, json)?),
+        Command::Migrate => {
+            let config = load(&cli, SecretNeeds::DatabaseOnly)?;
+            outboxd::telemetry::init(config.logging.format, &config.logging.level);
+            Ok(outboxd::commands::status::migrate(&config, json).await?)
         }
-        Command::Migrate => migrate(&cli).await,
-        Command::Status { json } => {
-            let config = load(&cli)?.config;
-            let db = outboxd::store::connect(&config.database.url, 2).await?;
-            let store = db.store();
-            let now = chrono::Utc::now();
-            let summary = store.status_summary(now).await?;
-            // An older schema has no provider states: the counts are still worth showing.
-            let providers = store.list_provider_states().await.unwrap_or_else(|e| {
-                eprintln!("warning: provider states unavailable: {e}");
-                Vec::new()
-            });
-            if *json {
-                let value = outboxd::status::to_json(&summary, &providers, now);
-                println!("{}", serde_json::to_string_pretty(&value)?);
-            } else {
-                print!("{}", outboxd::status::render(&summary, now));
-                print!("{}", outboxd::status::render_providers(&providers, now));
-            }
-            Ok(())
+        Command::Status => {
+            let config = load(&cli, SecretNeeds::DatabaseOnly)?;
+            Ok(outboxd::commands::status::status(&config, json).await?)
         }
         Command::Review(command) => {
-            let config = load(&cli)?.config;
-            Ok(outboxd::commands::run(&config, command).await?)
+            let config = load(&cli, SecretNeeds::DatabaseOnly)?;
+            Ok(outboxd::commands::run(&config, command, json).await?)
         }
         Command::Run { skip_migrations } => run_daemon(&cli, *skip_migrations).await,
         Command::Enqueue(args) => enqueue(&cli, args).await,
@@ -85,28 +89,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn migrate(cli: &Cli) -> anyhow::Result<()> {
-    let config = load(cli)?.config;
-    outboxd::telemetry::init(config.logging.format, &config.logging.level);
-    eprintln!(
-        "migrating {} ...",
-        outboxd::store::connect::redact_url(&config.database.url)
-    );
-    let db = outboxd::store::connect(&config.database.url, 2).await?;
-    let report = db.migrate().await?;
-    for (version, name) in &report.applied {
-        eprintln!("applied migration {version} ({name})");
-    }
-    eprintln!(
-        "schema at version {} ({} applied now)",
-        report.version,
-        report.applied.len()
-    );
-    Ok(())
-}
-
 async fn run_daemon(cli: &Cli, skip_migrations: bool) -> anyhow::Result<()> {
-    let config = load(cli)?.config;
+    let config = load(cli, SecretNeeds::All)?;
     outboxd::telemetry::init(config.logging.format, &config.logging.level);
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
@@ -123,10 +107,11 @@ async fn run_daemon(cli: &Cli, skip_migrations: bool) -> anyhow::Result<()> {
 }
 
 async fn enqueue(cli: &Cli, args: &EnqueueCli) -> anyhow::Result<()> {
-    let config = load(cli)?.config;
+    let config = load(cli, SecretNeeds::DatabaseOnly)?;
     if config.action(&args.action).is_none() {
         eprintln!(
-            "warning: action {:?} is not configured; the intent will wait until it is",
+            "{} action {:?} is not configured; the intent will wait until it is",
+            term::label("warning:", 33, term::stderr_color()),
             args.action
         );
     }

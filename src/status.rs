@@ -77,27 +77,6 @@ pub fn render_providers(rows: &[ProviderStateRow], now: DateTime<Utc>) -> String
     out
 }
 
-/// The JSON form of `outboxd status --json`: the summary and the provider states, each
-/// with its age in seconds and whether it is stale.
-pub fn to_json(
-    summary: &StatusSummary,
-    providers: &[ProviderStateRow],
-    now: DateTime<Utc>,
-) -> serde_json::Value {
-    let by_state: serde_json::Map<String, serde_json::Value> = summary
-        .by_state
-        .iter()
-        .map(|(state, n)| (state.as_str().to_owned(), (*n).into()))
-        .collect();
-    serde_json::json!({
-        "intents_by_state": by_state,
-        "oldest_due_at": summary.oldest_due_at,
-        "reconciliation_open": summary.reconciliation_open,
-        "reconciliation_oldest_at": summary.reconciliation_oldest_at,
-        "providers": providers_json(providers, now),
-    })
-}
-
 /// Provider state rows as JSON, each with `age_seconds` and `stale` (also the admin API's
 /// `GET /v1/providers`).
 pub fn providers_json(rows: &[ProviderStateRow], now: DateTime<Utc>) -> serde_json::Value {

@@ -17,3 +17,5 @@ mod intents;
 mod isolation;
 #[path = "admin_api/reconciliation.rs"]
 mod reconciliation;
+#[path = "admin_api/request_id.rs"]
+mod request_id;

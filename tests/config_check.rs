@@ -18,18 +18,26 @@ retry_safety = "idempotent_with_key"
 
 struct Checked {
     ok: bool,
+    code: Option<i32>,
     stdout: String,
     stderr: String,
 }
 
 /// Runs `outboxd config check --config <file>` with exactly `env` as the environment.
 fn check_file(path: &Path, env: &[(&str, &str)]) -> Checked {
+    check_with(path, &[], env)
+}
+
+/// Runs `outboxd config check <flags> --config <file>` with exactly `env`.
+fn check_with(path: &Path, flags: &[&str], env: &[(&str, &str)]) -> Checked {
     let Output {
         status,
         stdout,
         stderr,
     } = Command::new(env!("CARGO_BIN_EXE_outboxd"))
-        .args(["config", "check", "--config"])
+        .args(["config", "check"])
+        .args(flags)
+        .arg("--config")
         .arg(path)
         .env_clear()
         .envs(env.iter().copied())
@@ -37,6 +45,7 @@ fn check_file(path: &Path, env: &[(&str, &str)]) -> Checked {
         .expect("run outboxd config check");
     Checked {
         ok: status.success(),
+        code: status.code(),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
     }
@@ -293,4 +302,142 @@ fn sensible_tuning_and_the_defaults_do_not_warn() {
     );
     assert_eq!(warnings_of(&tuned), Vec::<String>::new());
     assert_eq!(warnings_of(BASE), Vec::<String>::new());
+}
+
+/// The exit code of a configuration error (`docs/cli.md`).
+const CONFIG_ERROR: i32 = 3;
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("config")
+        .join(name)
+}
+
+/// Every secret the PostgreSQL example names, with values that validate.
+const EXAMPLE_SECRETS: [(&str, &str); 6] = [
+    ("OUTBOXD_DB_PASSWORD", "pg-pass-do-not-print"),
+    ("OUTBOXD_TOKEN_ALICE", "alice-token-do-not-print-0123456789"),
+    (
+        "OUTBOXD_TOKEN_SUPPORT_DASHBOARD",
+        "support-token-do-not-print-012345",
+    ),
+    ("PAYMENTS_AUTH", "Bearer sk_live_do_not_print_4242"),
+    (
+        "PAYMENTS_WEBHOOK_SECRET",
+        "whsec_c2VjcmV0LXNpZ25pbmcta2V5LTk5",
+    ),
+    ("SUPPORT_API_TOKEN", "Bearer support-do-not-print"),
+];
+
+#[test]
+fn postgres_example_needs_its_secrets_unless_no_secrets() {
+    let path = example("postgres.example.toml");
+    let without = check_file(&path, &[]);
+    assert_eq!(without.code, Some(CONFIG_ERROR), "{}", without.stderr);
+    assert!(without.stderr.contains("is not set"), "{}", without.stderr);
+    let checked = check_with(&path, &["--no-secrets"], &[]);
+    assert!(checked.ok, "stderr:\n{}", checked.stderr);
+    assert!(
+        checked.stderr.contains("secrets were not read"),
+        "{}",
+        checked.stderr
+    );
+    assert!(checked
+        .stdout
+        .contains("password_env = \"OUTBOXD_DB_PASSWORD\""));
+    // The shape of each secret is still checked: two ways at once is an error.
+    let dir = tempfile::tempdir().unwrap();
+    let twice = dir.path().join("twice.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "password_env = \"OUTBOXD_DB_PASSWORD\"",
+        "password_env = \"OUTBOXD_DB_PASSWORD\"\npassword_file = \"/run/secrets/pg\"",
+    );
+    std::fs::write(&twice, text).unwrap();
+    let checked = check_with(&twice, &["--no-secrets"], &[]);
+    assert_eq!(checked.code, Some(CONFIG_ERROR), "{}", checked.stderr);
+    assert!(
+        checked.stderr.contains("set only one of"),
+        "{}",
+        checked.stderr
+    );
+}
+
+#[test]
+fn strict_turns_warnings_into_errors() {
+    let text = format!("{BASE}\n[actions.refund.retry]\ndeadline = \"48h\"\n");
+    let (lenient, _dir, path) = check_text(&text, &[]);
+    assert!(lenient.ok, "{}", lenient.stderr);
+    let strict = check_with(&path, &["--strict"], &[]);
+    assert_eq!(strict.code, Some(CONFIG_ERROR), "{}", strict.stderr);
+    assert!(strict
+        .stderr
+        .contains("warning: actions.refund.retry.deadline"));
+    assert!(strict.stderr.contains("--strict"), "{}", strict.stderr);
+    assert!(
+        strict.stdout.is_empty(),
+        "no config printed: {}",
+        strict.stdout
+    );
+    let json = check_with(&path, &["--strict", "--json"], &[]);
+    assert_eq!(json.code, Some(CONFIG_ERROR));
+    let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("one JSON object");
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["strict"], true);
+    assert_eq!(report["warnings"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn json_report_has_errors_with_keys_and_origins() {
+    let text = format!("{BASE}\n[dispatcher]\nbatch_size = 0\n");
+    let (_, _dir, path) = check_text(&text, &[]);
+    let checked = check_with(&path, &["--json"], &[]);
+    assert_eq!(checked.code, Some(CONFIG_ERROR), "{}", checked.stderr);
+    let report: serde_json::Value = serde_json::from_str(&checked.stdout).expect("JSON");
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["config"], serde_json::Value::Null);
+    let error = &report["errors"][0];
+    assert_eq!(error["key"], "dispatcher.batch_size");
+    assert!(error["origin"].as_str().unwrap().contains("outboxd.toml"));
+    let good = check_with(&example("quickstart.toml"), &["--json"], &[]);
+    assert!(good.ok, "{}", good.stderr);
+    let report: serde_json::Value = serde_json::from_str(&good.stdout).expect("JSON");
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["errors"], serde_json::json!([]));
+    assert!(report["config"]["actions"]["send_notification"].is_object());
+}
+
+/// Prints `path`'s configuration, writes it to a file and checks that; returns both prints.
+fn print_twice(path: &Path, flags: &[&str], env: &[(&str, &str)]) -> (String, String) {
+    let first = check_with(path, flags, env);
+    assert!(first.ok, "stderr:\n{}", first.stderr);
+    let dir = tempfile::tempdir().unwrap();
+    let printed = dir.path().join("printed.toml");
+    std::fs::write(&printed, &first.stdout).unwrap();
+    let second = check_with(&printed, flags, env);
+    assert!(
+        second.ok,
+        "the printed config does not load:\n{}\n{}",
+        second.stderr, first.stdout
+    );
+    (first.stdout, second.stdout)
+}
+
+#[test]
+fn printed_config_reads_back_the_same() {
+    for name in [
+        "postgres.example.toml",
+        "sqlite.example.toml",
+        "quickstart.toml",
+    ] {
+        let (first, again) = print_twice(&example(name), &[], &EXAMPLE_SECRETS);
+        assert_eq!(first, again, "{name}: print → parse → print differs");
+        for (_, secret) in EXAMPLE_SECRETS {
+            assert!(!first.contains(secret), "{name}: a secret was printed");
+        }
+        let (first, again) = print_twice(&example(name), &["--no-secrets"], &[]);
+        assert_eq!(
+            first, again,
+            "{name} (--no-secrets): print → parse → print differs"
+        );
+    }
 }

@@ -293,7 +293,12 @@ fn metrics_and_logs_describe_the_delivery(stack: &Stack) {
         l.contains(r#""message":"delivered""#)
     });
     let delivered: Value = serde_json::from_str(&delivered).unwrap();
-    let span = &delivered["span"];
+    // Each enclosing span once, outermost first, under `spans` (no separate `span`).
+    assert!(delivered.get("span").is_none(), "{delivered}");
+    let span = delivered["spans"]
+        .as_array()
+        .and_then(|spans| spans.last())
+        .unwrap_or_else(|| panic!("no spans: {delivered}"));
     assert_eq!(span["name"], "attempt");
     assert_eq!(span["tenant"], "acme");
     assert_eq!(span["action"], "issue_refund");

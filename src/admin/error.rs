@@ -101,9 +101,23 @@ impl ApiError {
         }
     }
 
-    /// The `error` object of the JSON body.
+    /// The message of the JSON body: for a 500, where to look and the request id.
+    pub fn message(&self) -> String {
+        match (self, crate::api::request_id::current()) {
+            (ApiError::Store(_), Some(id)) => {
+                format!("internal error; details in the log, request id {id}")
+            }
+            (ApiError::Store(_), None) => "internal error; details in the log".to_owned(),
+            _ => self.to_string(),
+        }
+    }
+
+    /// The `error` object of the JSON body, with the request id when serving a request.
     pub fn body(&self) -> Value {
-        let mut error = json!({"code": self.code(), "message": self.to_string()});
+        let mut error = json!({"code": self.code(), "message": self.message()});
+        if let Some(id) = crate::api::request_id::current() {
+            error["request_id"] = json!(id);
+        }
         match self {
             ApiError::Invalid { field, .. } => error["field"] = json!(field),
             ApiError::AlreadyResolved {
@@ -124,6 +138,7 @@ impl ApiError {
     /// Logs server-side failures (with their cause) once, where they become responses.
     pub(crate) fn log(&self) {
         if let ApiError::Store(e) = self {
+            // Inside the `request` span, which carries the request id.
             tracing::error!(error = %e, "admin request failed");
         }
     }

@@ -2,9 +2,13 @@
 //! under `/review`, both built by [`router`] on an [`AdminContext`].
 //!
 //! What lives here: authentication and tenant scoping of every request, the HTTP handlers,
-//! the one mapping of errors to HTTP responses ([`ApiError`]), and the HTML of the review
-//! page. What does not: SQL (every statement is in [`crate::store`]), the health, readiness
-//! and metrics endpoints, and the listener that serves this router inside `outboxd run`.
+//! the one mapping of errors to HTTP responses ([`ApiError`]), the HTML of the review
+//! page, and the API's OpenAPI document ([`openapi`], `GET /v1/openapi.json`). What does
+//! not: SQL (every statement is in [`crate::store`]), the health, readiness and metrics
+//! endpoints, and the listener that serves this router inside `outboxd run`.
+//!
+//! Every response carries `x-request-id` ([`crate::api::request_id`]), which error bodies
+//! repeat as `error.request_id`.
 //! The full reference with examples is `docs/admin-api.md`.
 //!
 //! ## Authentication and scope
@@ -50,6 +54,7 @@ mod bulk;
 mod error;
 mod extract;
 mod intents;
+pub mod openapi;
 mod ops;
 mod providers;
 mod reconciliation;
@@ -141,7 +146,7 @@ impl std::fmt::Debug for AdminContext {
 
 /// The admin API (`/v1/...`) and the review page (`/review...`) on `ctx`.
 pub fn router(ctx: AdminContext) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route(
             "/v1/intents",
             get(intents::list_intents).post(intents::create_intent),
@@ -163,6 +168,8 @@ pub fn router(ctx: AdminContext) -> Router {
         )
         .route("/v1/audit", get(reconciliation::list_audit))
         .route("/v1/providers", get(providers::list_providers))
+        .route("/v1/openapi.json", get(openapi::document))
         .merge(review::routes())
-        .with_state(ctx)
+        .with_state(ctx);
+    crate::api::request_id::layer(routes)
 }

@@ -7,11 +7,15 @@
 //!   (database reachable, schema at the expected version, not draining).
 //! * [`scrape`] — `GET /metrics` in the OpenMetrics text format.
 //! * [`server`] — binding, serving and graceful shutdown ([`AdminServer`]).
+//! * [`request_id`] — `x-request-id` on every response, in error bodies and log lines.
 //!
-//! Authentication is not applied to these three routes: probes and scrapers call them
-//! without credentials, and none of them reveals an intent.
+//! Authentication is not applied to these routes: probes and scrapers call them without
+//! credentials, and none of them reveals an intent. With `[admin] metrics_listen` set,
+//! `/metrics` is served there alone ([`metrics_router`]) and not on the admin listener
+//! ([`health_router`]).
 
 pub mod health;
+pub mod request_id;
 pub mod scrape;
 pub mod server;
 
@@ -90,9 +94,24 @@ impl ApiState {
 
 /// The health, readiness and metrics routes over `state`.
 pub fn router(state: ApiState) -> Router {
-    Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(scrape::metrics))
-        .with_state(state)
+    health_router(state.clone()).merge(metrics_router(state))
+}
+
+/// The health and readiness routes, without `/metrics`.
+pub fn health_router(state: ApiState) -> Router {
+    request_id::layer(
+        Router::new()
+            .route("/healthz", get(health::healthz))
+            .route("/readyz", get(health::readyz))
+            .with_state(state),
+    )
+}
+
+/// `/metrics` alone (for `[admin] metrics_listen`, or merged by [`router`]).
+pub fn metrics_router(state: ApiState) -> Router {
+    request_id::layer(
+        Router::new()
+            .route("/metrics", get(scrape::metrics))
+            .with_state(state),
+    )
 }

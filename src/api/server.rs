@@ -32,9 +32,14 @@ impl AdminServer {
     /// Binds `addr` and serves `app` on a new task. Logs `admin server listening` with the
     /// bound address (the real port when `addr` asks for port 0).
     pub async fn bind(addr: SocketAddr, app: Router) -> io::Result<AdminServer> {
+        Self::bind_as("admin server", addr, app).await
+    }
+
+    /// As [`AdminServer::bind`], logging `<name> listening` (e.g. `metrics server`).
+    pub async fn bind_as(name: &str, addr: SocketAddr, app: Router) -> io::Result<AdminServer> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
-        tracing::info!(addr = %addr, "admin server listening");
+        tracing::info!(addr = %addr, "{name} listening");
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             axum::serve(

@@ -25,9 +25,6 @@ pub enum ReviewCommand {
         /// At most this many entries.
         #[arg(long, default_value_t = 50)]
         limit: u32,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
     },
     /// Run the retention job once: prune old finished intents (keeping tombstones) and
     /// expire old tombstones, as configured in [retention].
@@ -35,10 +32,33 @@ pub enum ReviewCommand {
         /// Only count what would be pruned; change nothing.
         #[arg(long)]
         dry_run: bool,
-        /// Print JSON instead of a sentence.
-        #[arg(long)]
-        json: bool,
     },
+}
+
+impl ReviewCommand {
+    /// Whether the command changes the database (it is opened read-only otherwise).
+    pub fn writes(&self) -> bool {
+        match self {
+            ReviewCommand::Reconcile { command } => {
+                matches!(command, ReconcileCommand::Resolve(_))
+            }
+            ReviewCommand::Intents { command } => matches!(command, IntentsCommand::Cancel { .. }),
+            ReviewCommand::Audit { .. } => false,
+            ReviewCommand::Prune { dry_run, .. } => !dry_run,
+        }
+    }
+}
+
+/// `outboxd config check`.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct CheckArgs {
+    /// Treat warnings as errors.
+    #[arg(long)]
+    pub strict: bool,
+    /// Validate without reading secrets: `*_env` variables need not be set and `*_file`
+    /// files need not exist (each secret must still be given exactly one way).
+    #[arg(long)]
+    pub no_secrets: bool,
 }
 
 /// `outboxd reconcile ...`.
@@ -46,23 +66,23 @@ pub enum ReviewCommand {
 pub enum ReconcileCommand {
     /// Open items, oldest first.
     List {
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
         /// Only this action.
         #[arg(long)]
         action: Option<String>,
+        /// Only item ids greater than this (paging).
+        #[arg(long)]
+        after: Option<i64>,
         /// At most this many items.
         #[arg(long, default_value_t = 50)]
         limit: u32,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
     },
     /// One item with its intent and full attempt history.
     Show {
         /// The reconciliation item id.
         id: i64,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
     },
     /// Resolve an item: delivered (with the provider's reference), redispatch (send again
     /// with the same idempotency key) or abandoned.
@@ -97,9 +117,6 @@ pub struct ResolveArgs {
     /// Who is resolving it (default `cli:$USER`).
     #[arg(long)]
     pub actor: Option<String>,
-    /// Print the resolved item as JSON.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// `outboxd intents ...`.
@@ -123,17 +140,11 @@ pub enum IntentsCommand {
         /// At most this many intents.
         #[arg(long, default_value_t = 50)]
         limit: u32,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
     },
     /// One intent with its attempts and reconciliation items.
     Show {
         /// The intent id.
         id: i64,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
     },
     /// Cancel a pending intent (terminal `cancelled`).
     Cancel {

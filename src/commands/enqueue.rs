@@ -6,8 +6,10 @@
 
 use serde_json::Value;
 
+use super::open::{open_for_command, OpenError};
+use super::report::ExitKind;
 use crate::config::Config;
-use crate::daemon::{open_database, DaemonError};
+use crate::store::connect::OpenMode;
 use crate::store::Database;
 use crate::{enqueue, EnqueueError, Enqueued, NewIntent};
 
@@ -19,10 +21,23 @@ pub enum EnqueueCommandError {
     PayloadNotJson(serde_json::Error),
     /// The database could not be opened or is not migrated.
     #[error(transparent)]
-    Open(#[from] DaemonError),
+    Open(#[from] OpenError),
     /// The producer contract refused the intent (conflict, invalid field, database error).
     #[error(transparent)]
     Enqueue(#[from] EnqueueError),
+}
+
+impl EnqueueCommandError {
+    /// The exit code class of this failure.
+    pub fn exit_kind(&self) -> ExitKind {
+        match self {
+            EnqueueCommandError::PayloadNotJson(_) => ExitKind::Usage,
+            EnqueueCommandError::Open(_) => ExitKind::Database,
+            EnqueueCommandError::Enqueue(EnqueueError::Conflict { .. }) => ExitKind::Conflict,
+            EnqueueCommandError::Enqueue(EnqueueError::Invalid(_)) => ExitKind::Usage,
+            EnqueueCommandError::Enqueue(_) => ExitKind::Failure,
+        }
+    }
 }
 
 /// The intent as given on the command line.
@@ -86,7 +101,7 @@ pub async fn run(config: &Config, args: &EnqueueArgs) -> Result<Enqueued, Enqueu
     let intent = args.to_intent()?;
     // Refuse invalid input before touching the database.
     intent.clone().validate().map_err(EnqueueError::from)?;
-    let db = open_database(config, false).await?;
+    let db = open_for_command(config, OpenMode::Existing).await?;
     let result = enqueue_committed(&db, intent).await;
     db.close().await;
     Ok(result?)

@@ -9,7 +9,11 @@ use crate::intent::IntentState;
 use crate::store::{Cancellation, Database, IntentDetail, IntentFilter};
 
 /// Runs one `intents` subcommand.
-pub(super) async fn run(db: &Database, command: &IntentsCommand) -> Result<(), CommandError> {
+pub(super) async fn run(
+    db: &Database,
+    command: &IntentsCommand,
+    json: bool,
+) -> Result<(), CommandError> {
     match command {
         IntentsCommand::List {
             tenant,
@@ -17,7 +21,6 @@ pub(super) async fn run(db: &Database, command: &IntentsCommand) -> Result<(), C
             action,
             after,
             limit,
-            json,
         } => {
             let filter = IntentFilter {
                 tenants: tenant.clone().map(|t| vec![t]),
@@ -27,10 +30,12 @@ pub(super) async fn run(db: &Database, command: &IntentsCommand) -> Result<(), C
                 after_id: *after,
                 limit: (*limit).max(1),
             };
-            list(db, &filter, *json).await
+            list(db, &filter, json).await
         }
-        IntentsCommand::Show { id, json } => show(db, *id, *json).await,
-        IntentsCommand::Cancel { id, note, actor } => cancel(db, *id, note, actor.as_deref()).await,
+        IntentsCommand::Show { id } => show(db, *id, json).await,
+        IntentsCommand::Cancel { id, note, actor } => {
+            cancel(db, *id, note, actor.as_deref(), json).await
+        }
     }
 }
 
@@ -92,6 +97,7 @@ async fn cancel(
     id: i64,
     note: &str,
     actor: Option<&str>,
+    json: bool,
 ) -> Result<(), CommandError> {
     if note.trim().is_empty() {
         return Err(CommandError::Usage(
@@ -110,6 +116,9 @@ async fn cancel(
         .cancel_intent(&cancellation)
         .await
         .map_err(|e| CommandError::from_review(e, Some(id), None))?;
+    if json {
+        return print_json(&intent);
+    }
     println!(
         "cancelled intent {} ({} / {}), by {}",
         intent.id, intent.tenant, intent.operation_id, cancellation.actor

@@ -6,28 +6,38 @@
 //! run them can read the configuration and so the database anyway.
 //!
 //! * [`args`] — the clap definitions ([`ReviewCommand`]).
-//! * `reconcile`, `intents`, `maintenance` — one file per command group.
+//! * [`open`] — opening the database without creating it, read-only when only reading.
+//! * [`status`] (`status`, `migrate`), [`config_check`] (`config check`), `reconcile`,
+//!   `intents`, `maintenance` — one file per command group.
+//! * [`report`] — exit codes, the error chain printed once, the `--json` error shape.
 //! * `render`, `table` — aligned text for people; `--json` prints the store's values.
 //!
 //! Every change goes through [`crate::store::OutboxStore`], so it is atomic and audited
 //! exactly as through the admin API.
 
 pub mod args;
+pub mod config_check;
 pub mod enqueue;
 pub mod fake_provider;
 mod intents;
 mod maintenance;
+pub mod open;
 mod reconcile;
 mod render;
+pub mod report;
+pub mod status;
 mod table;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-pub use args::{IntentsCommand, ReconcileCommand, ResolveArgs, ResolveAs, ReviewCommand};
+pub use args::{
+    CheckArgs, IntentsCommand, ReconcileCommand, ResolveArgs, ResolveAs, ReviewCommand,
+};
+pub use report::ExitKind;
 
 use crate::config::Config;
-use crate::daemon::{open_database, DaemonError};
+use crate::store::connect::OpenMode;
 use crate::store::{ReviewError, StoreError, TenantScope};
 
 /// Why an operator command failed; `main` prints it and exits non-zero.
@@ -35,7 +45,7 @@ use crate::store::{ReviewError, StoreError, TenantScope};
 pub enum CommandError {
     /// The database could not be opened or is not migrated.
     #[error(transparent)]
-    Open(#[from] DaemonError),
+    Open(#[from] open::OpenError),
     /// A query failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -82,6 +92,21 @@ pub enum CommandError {
 }
 
 impl CommandError {
+    /// The exit code class of this failure.
+    pub fn exit_kind(&self) -> ExitKind {
+        match self {
+            CommandError::Open(_) => ExitKind::Database,
+            CommandError::Store(_) | CommandError::Job(_) | CommandError::Json(_) => {
+                ExitKind::Failure
+            }
+            CommandError::NoSuchItem(_) | CommandError::NoSuchIntent(_) => ExitKind::NotFound,
+            CommandError::AlreadyResolved { .. }
+            | CommandError::WrongState { .. }
+            | CommandError::JobBusy => ExitKind::Conflict,
+            CommandError::Usage(_) => ExitKind::Usage,
+        }
+    }
+
     /// A store refusal about intent `intent_id` (and item `item_id`, if any) in CLI terms.
     fn from_review(e: ReviewError, intent_id: Option<i64>, item_id: Option<i64>) -> Self {
         match e {
@@ -113,16 +138,20 @@ impl CommandError {
 /// The scope of every CLI read and write.
 const SCOPE: TenantScope = TenantScope::All;
 
-/// Runs one operator command against the database named in `config`.
-pub async fn run(config: &Config, command: &ReviewCommand) -> Result<(), CommandError> {
-    let db = open_database(config, false).await?;
+/// Runs one operator command against the database named in `config`, printing JSON
+/// instead of text with `json`.
+pub async fn run(config: &Config, command: &ReviewCommand, json: bool) -> Result<(), CommandError> {
+    let mode = if command.writes() {
+        OpenMode::Existing
+    } else {
+        OpenMode::ReadOnly
+    };
+    let db = open::open_for_command(config, mode).await?;
     let result = match command {
-        ReviewCommand::Reconcile { command } => reconcile::run(&db, command).await,
-        ReviewCommand::Intents { command } => intents::run(&db, command).await,
-        ReviewCommand::Audit { limit, json } => maintenance::audit(&db, *limit, *json).await,
-        ReviewCommand::Prune { dry_run, json } => {
-            maintenance::prune(&db, config, *dry_run, *json).await
-        }
+        ReviewCommand::Reconcile { command } => reconcile::run(&db, command, json).await,
+        ReviewCommand::Intents { command } => intents::run(&db, command, json).await,
+        ReviewCommand::Audit { limit } => maintenance::audit(&db, *limit, json).await,
+        ReviewCommand::Prune { dry_run } => maintenance::prune(&db, config, *dry_run, json).await,
     };
     db.close().await;
     result

@@ -8,31 +8,41 @@ use super::render::{attempts_table, intent_block, item_block, items_table};
 use super::{print_json, CommandError, SCOPE};
 use crate::store::{
     AttemptRow, Database, IntentRow, ReconciliationFilter, ReconciliationItem, Resolution,
-    ResolutionKind,
+    ResolutionKind, TenantScope,
 };
 
 /// Runs one `reconcile` subcommand.
-pub(super) async fn run(db: &Database, command: &ReconcileCommand) -> Result<(), CommandError> {
+pub(super) async fn run(
+    db: &Database,
+    command: &ReconcileCommand,
+    json: bool,
+) -> Result<(), CommandError> {
     match command {
         ReconcileCommand::List {
+            tenant,
             action,
+            after,
             limit,
-            json,
-        } => list(db, action.clone(), *limit, *json).await,
-        ReconcileCommand::Show { id, json } => show(db, *id, *json).await,
-        ReconcileCommand::Resolve(args) => resolve(db, args).await,
+        } => {
+            let mut filter = ReconciliationFilter::open(SCOPE, (*limit).max(1));
+            if let Some(tenant) = tenant {
+                filter.scope = TenantScope::Only(vec![tenant.clone()]);
+            }
+            filter.action = action.clone();
+            filter.after_id = *after;
+            list(db, &filter, json).await
+        }
+        ReconcileCommand::Show { id } => show(db, *id, json).await,
+        ReconcileCommand::Resolve(args) => resolve(db, args, json).await,
     }
 }
 
 async fn list(
     db: &Database,
-    action: Option<String>,
-    limit: u32,
+    filter: &ReconciliationFilter,
     json: bool,
 ) -> Result<(), CommandError> {
-    let mut filter = ReconciliationFilter::open(SCOPE, limit.max(1));
-    filter.action = action;
-    let items = db.store().list_reconciliation(&filter).await?;
+    let items = db.store().list_reconciliation(filter).await?;
     if json {
         return print_json(&items);
     }
@@ -41,8 +51,12 @@ async fn list(
         return Ok(());
     }
     print!("{}", items_table(&items, Utc::now()));
-    if items.len() as u32 >= limit.max(1) {
-        println!("(first {} shown; use --limit for more)", items.len());
+    if items.len() as u32 >= filter.limit {
+        let last = items.last().map(|i| i.id).unwrap_or_default();
+        println!(
+            "(first {} shown; --after {last} for the next page)",
+            items.len()
+        );
     }
     Ok(())
 }
@@ -112,7 +126,7 @@ fn resolution_kind(args: &ResolveArgs) -> Result<ResolutionKind, CommandError> {
     }
 }
 
-async fn resolve(db: &Database, args: &ResolveArgs) -> Result<(), CommandError> {
+async fn resolve(db: &Database, args: &ResolveArgs, json: bool) -> Result<(), CommandError> {
     let kind = resolution_kind(args)?;
     if args.note.trim().is_empty() {
         return Err(CommandError::Usage(
@@ -136,7 +150,7 @@ async fn resolve(db: &Database, args: &ResolveArgs) -> Result<(), CommandError> 
         .resolve_reconciliation(&resolution)
         .await
         .map_err(|e| CommandError::from_review(e, intent_id, Some(args.id)))?;
-    if args.json {
+    if json {
         return print_json(&item);
     }
     let what = match &resolution.kind {

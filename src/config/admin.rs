@@ -18,6 +18,10 @@ pub const ALL_TENANTS: &str = "*";
 pub struct AdminConfig {
     /// Listen address of the admin API, metrics and health endpoints.
     pub listen: SocketAddr,
+    /// A separate listen address for `GET /metrics` alone; when set, the admin listener
+    /// no longer serves `/metrics` (so a scraper needs no route to the admin API).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Marks the review page's session cookie `Secure` (browsers then send it over HTTPS
     /// only). Turn on when operators reach the admin listener through TLS.
     pub cookie_secure: bool,
@@ -30,6 +34,7 @@ impl Default for AdminConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            metrics_listen: None,
             cookie_secure: false,
             tokens: Vec::new(),
         }

@@ -11,6 +11,7 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 
 use super::error::{describe_origin, from_figment, ConfigError, ENV_LAYER_NAME, INLINE_LAYER_NAME};
+use super::resolve::SecretNeeds;
 use super::validate::Report;
 use super::{resolve, validate, Config, LoadedConfig};
 
@@ -32,8 +33,12 @@ pub(crate) enum TomlInput<'a> {
     Inline(&'a str),
 }
 
-/// Runs the whole pipeline.
-pub(crate) fn load(input: TomlInput<'_>, env: EnvSnapshot) -> Result<LoadedConfig, ConfigError> {
+/// Runs the whole pipeline, resolving the secrets `needs` asks for.
+pub(crate) fn load(
+    input: TomlInput<'_>,
+    env: EnvSnapshot,
+    needs: SecretNeeds,
+) -> Result<LoadedConfig, ConfigError> {
     let mut figment = Figment::new();
     match input {
         TomlInput::Absent => {}
@@ -69,7 +74,7 @@ pub(crate) fn load(input: TomlInput<'_>, env: EnvSnapshot) -> Result<LoadedConfi
             format!("environment variable {var} ignored: empty key segment"),
         );
     }
-    resolve::resolve_secrets(&mut config, &env, &mut report);
+    resolve::resolve_secrets(&mut config, &env, needs, &mut report);
     validate::validate(&config, &mut report);
     let warnings = report.finish()?;
     Ok(LoadedConfig { config, warnings })

@@ -26,6 +26,7 @@ mod cron;
 mod duration;
 mod error;
 mod load;
+mod print;
 mod provider;
 mod resolve;
 mod secret;
@@ -53,6 +54,7 @@ pub use load::{ENV_PREFIX, ENV_SEPARATOR};
 pub use provider::{
     HeaderValueConfig, ProviderConfig, RateLimitConfig, SigningConfig, SIGNING_SECRET_PREFIX,
 };
+pub use resolve::SecretNeeds;
 pub use secret::{looks_like_secret, redact_url_password, url_has_password, Secret, REDACTED};
 pub use sections::{
     DatabaseConfig, DispatcherConfig, LogFormat, LoggingConfig, ProbesConfig, RetentionConfig,
@@ -100,13 +102,32 @@ impl Config {
         Self::load_with_env(path, load::process_env())
     }
 
+    /// As [`Config::load`], resolving only the secrets `needs` asks for: a command that
+    /// does not use the admin tokens or provider credentials does not fail when their
+    /// variables are unset.
+    pub fn load_for(path: Option<&Path>, needs: SecretNeeds) -> Result<LoadedConfig, ConfigError> {
+        Self::load_with_env_for(path, load::process_env(), needs)
+    }
+
     /// As [`Config::load`], but reads overrides and `*_env` secrets from `env` only.
     pub fn load_with_env<I>(path: Option<&Path>, env: I) -> Result<LoadedConfig, ConfigError>
     where
         I: IntoIterator<Item = (String, String)>,
     {
+        Self::load_with_env_for(path, env, SecretNeeds::All)
+    }
+
+    /// As [`Config::load_for`], but reads overrides and `*_env` secrets from `env` only.
+    pub fn load_with_env_for<I>(
+        path: Option<&Path>,
+        env: I,
+        needs: SecretNeeds,
+    ) -> Result<LoadedConfig, ConfigError>
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
         let input = path.map_or(TomlInput::Absent, TomlInput::File);
-        load::load(input, env.into_iter().collect())
+        load::load(input, env.into_iter().collect(), needs)
     }
 
     /// Loads from TOML text with no environment at all (no overrides; `*_env` secrets
@@ -120,7 +141,11 @@ impl Config {
     where
         I: IntoIterator<Item = (String, String)>,
     {
-        load::load(TomlInput::Inline(toml), env.into_iter().collect())
+        load::load(
+            TomlInput::Inline(toml),
+            env.into_iter().collect(),
+            SecretNeeds::All,
+        )
     }
 
     /// Validates a configuration built in code (secrets must already be resolved, i.e.
@@ -151,11 +176,18 @@ impl Config {
         }
     }
 
-    /// The effective configuration as TOML, every secret printed as `"[REDACTED]"` and the
-    /// database password masked (for `outboxd config check`).
+    /// The effective configuration as TOML (for `outboxd config check`) that reads back
+    /// into the same configuration: a secret given as `*_env`/`*_file` prints as that
+    /// reference, a literal one as `"[REDACTED]"`, a password in `database.url` masked.
     pub fn effective_toml_redacted(&self) -> String {
-        toml::to_string_pretty(self)
-            .unwrap_or_else(|e| format!("# cannot render the configuration as TOML: {e}\n"))
+        print::to_toml(self)
+    }
+
+    /// The configuration as [`Config::effective_toml_redacted`] prints it, as a value (for
+    /// `outboxd config check --json`): secrets from variables and files as their
+    /// references, literal ones `"[REDACTED]"` when serialized.
+    pub fn printable(&self) -> Config {
+        print::printable(self)
     }
 }
 

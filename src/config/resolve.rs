@@ -17,6 +17,8 @@ enum Resolved {
     Absent,
     /// Given, but could not be read (already reported).
     Failed,
+    /// Given as a variable or file, and not needed by this command: not read.
+    Skipped,
     /// A literal in the configuration.
     Literal(Secret),
     /// Read from an environment variable or a file.
@@ -34,14 +36,48 @@ struct Slot<'a> {
     file: Option<&'a Path>,
 }
 
-/// Resolves every secret in `config` in place, reporting problems and warnings.
-pub(crate) fn resolve_secrets(config: &mut Config, env: &EnvSnapshot, report: &mut Report<'_>) {
-    resolve_database(&mut config.database, env, report);
-    resolve_tokens(config, env, report);
-    resolve_providers(config, env, report);
+/// Which secrets a command needs resolved at load. A secret that is not needed is still
+/// checked for shape (given exactly one way), but an unset variable or unreadable file
+/// behind it is no error: the value simply stays unresolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretNeeds {
+    /// Every secret (`outboxd run`).
+    All,
+    /// Only the database password (commands that work on the database directly).
+    DatabaseOnly,
+    /// None (`outboxd config check --no-secrets`).
+    Nothing,
 }
 
-fn resolve_slot(slot: &Slot<'_>, env: &EnvSnapshot, report: &mut Report<'_>) -> Resolved {
+impl SecretNeeds {
+    fn database(self) -> bool {
+        self != SecretNeeds::Nothing
+    }
+
+    fn others(self) -> bool {
+        self == SecretNeeds::All
+    }
+}
+
+/// Resolves the secrets in `config` that `needs` asks for in place, reporting problems and
+/// warnings.
+pub(crate) fn resolve_secrets(
+    config: &mut Config,
+    env: &EnvSnapshot,
+    needs: SecretNeeds,
+    report: &mut Report<'_>,
+) {
+    resolve_database(&mut config.database, env, needs.database(), report);
+    resolve_tokens(config, env, needs.others(), report);
+    resolve_providers(config, env, needs.others(), report);
+}
+
+fn resolve_slot(
+    slot: &Slot<'_>,
+    env: &EnvSnapshot,
+    required: bool,
+    report: &mut Report<'_>,
+) -> Resolved {
     let given = [
         slot.literal.is_some(),
         slot.env_var.is_some(),
@@ -59,6 +95,9 @@ fn resolve_slot(slot: &Slot<'_>, env: &EnvSnapshot, report: &mut Report<'_>) -> 
     }
     if let Some(value) = slot.literal {
         return Resolved::Literal(value.clone());
+    }
+    if !required && (slot.env_var.is_some() || slot.file.is_some()) {
+        return Resolved::Skipped;
     }
     if let Some(var) = slot.env_var {
         let key = format!("{}.{}_env", slot.prefix, slot.field);
@@ -94,7 +133,12 @@ fn fail(report: &mut Report<'_>, key: String, message: String) -> Resolved {
     Resolved::Failed
 }
 
-fn resolve_database(db: &mut DatabaseConfig, env: &EnvSnapshot, report: &mut Report<'_>) {
+fn resolve_database(
+    db: &mut DatabaseConfig,
+    env: &EnvSnapshot,
+    required: bool,
+    report: &mut Report<'_>,
+) {
     let slot = Slot {
         prefix: "database",
         field: "password",
@@ -103,7 +147,7 @@ fn resolve_database(db: &mut DatabaseConfig, env: &EnvSnapshot, report: &mut Rep
         env_var: db.password_env.as_deref(),
         file: db.password_file.as_deref(),
     };
-    match resolve_slot(&slot, env, report) {
+    match resolve_slot(&slot, env, required, report) {
         Resolved::External(password) => inject_password(db, &password, report),
         Resolved::Absent => {
             if url_has_password(&db.url) {
@@ -114,7 +158,7 @@ fn resolve_database(db: &mut DatabaseConfig, env: &EnvSnapshot, report: &mut Rep
                 );
             }
         }
-        Resolved::Failed | Resolved::Literal(_) => {}
+        Resolved::Failed | Resolved::Skipped | Resolved::Literal(_) => {}
     }
 }
 
@@ -152,7 +196,7 @@ fn inject_password(db: &mut DatabaseConfig, password: &Secret, report: &mut Repo
     db.url = url.to_string();
 }
 
-fn resolve_tokens(config: &mut Config, env: &EnvSnapshot, report: &mut Report<'_>) {
+fn resolve_tokens(config: &mut Config, env: &EnvSnapshot, required: bool, report: &mut Report<'_>) {
     for (i, token) in config.admin.tokens.iter_mut().enumerate() {
         let prefix = format!("admin.tokens[{i}]");
         let slot = Slot {
@@ -163,9 +207,9 @@ fn resolve_tokens(config: &mut Config, env: &EnvSnapshot, report: &mut Report<'_
             env_var: token.token_env.as_deref(),
             file: token.token_file.as_deref(),
         };
-        match resolve_slot(&slot, env, report) {
+        match resolve_slot(&slot, env, required, report) {
             Resolved::Absent => report.error(prefix, "needs one of token_env, token_file or token"),
-            Resolved::Failed => {}
+            Resolved::Failed | Resolved::Skipped => {}
             Resolved::Literal(_) => report.warn(
                 format!("{prefix}.token"),
                 "a literal token in the configuration is discouraged; use token_env or \
@@ -176,7 +220,12 @@ fn resolve_tokens(config: &mut Config, env: &EnvSnapshot, report: &mut Report<'_
     }
 }
 
-fn resolve_providers(config: &mut Config, env: &EnvSnapshot, report: &mut Report<'_>) {
+fn resolve_providers(
+    config: &mut Config,
+    env: &EnvSnapshot,
+    required: bool,
+    report: &mut Report<'_>,
+) {
     for (name, provider) in &mut config.providers {
         for (header, value) in &mut provider.headers {
             let prefix = format!("providers.{name}.headers.{header}");
@@ -188,7 +237,7 @@ fn resolve_providers(config: &mut Config, env: &EnvSnapshot, report: &mut Report
                 env_var: value.value_env.as_deref(),
                 file: value.value_file.as_deref(),
             };
-            match resolve_slot(&slot, env, report) {
+            match resolve_slot(&slot, env, required, report) {
                 Resolved::Absent => {
                     report.error(prefix, "needs one of value, value_env or value_file")
                 }
@@ -198,7 +247,7 @@ fn resolve_providers(config: &mut Config, env: &EnvSnapshot, report: &mut Report
                      the configuration file",
                 ),
                 Resolved::External(secret) => value.value = Some(secret),
-                Resolved::Literal(_) | Resolved::Failed => {}
+                Resolved::Literal(_) | Resolved::Failed | Resolved::Skipped => {}
             }
         }
         if let Some(signing) = &mut provider.signing {
@@ -211,7 +260,7 @@ fn resolve_providers(config: &mut Config, env: &EnvSnapshot, report: &mut Report
                 env_var: signing.secret_env.as_deref(),
                 file: signing.secret_file.as_deref(),
             };
-            match resolve_slot(&slot, env, report) {
+            match resolve_slot(&slot, env, required, report) {
                 Resolved::Absent => {
                     report.error(prefix, "needs one of secret_env, secret_file or secret")
                 }
@@ -220,7 +269,7 @@ fn resolve_providers(config: &mut Config, env: &EnvSnapshot, report: &mut Report
                     "a literal signing secret is discouraged; use secret_env or secret_file",
                 ),
                 Resolved::External(secret) => signing.secret = Some(secret),
-                Resolved::Failed => {}
+                Resolved::Failed | Resolved::Skipped => {}
             }
         }
     }

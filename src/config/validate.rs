@@ -173,6 +173,17 @@ fn validate_dispatcher(config: &Config, report: &mut Report<'_>) {
 }
 
 fn validate_admin(config: &Config, report: &mut Report<'_>) {
+    let admin = &config.admin;
+    if admin.metrics_listen == Some(admin.listen) && admin.listen.port() != 0 {
+        report.error(
+            "admin.metrics_listen",
+            format!(
+                "is {}, the same address as admin.listen; give it a port of its own, or \
+                 leave it out to serve /metrics on the admin listener",
+                admin.listen
+            ),
+        );
+    }
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
     let mut values: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, token) in config.admin.tokens.iter().enumerate() {

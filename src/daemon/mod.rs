@@ -1,6 +1,7 @@
 //! `outboxd run`: open and migrate the database, build the configured actions, and run
 //! the dispatcher lanes, the scheduled jobs (status probes, retention) and the admin server
-//! (health, metrics, the `/v1` API and the review page) until a shutdown signal. On the signal `/readyz`
+//! (health, metrics, the `/v1` API and the review page; `/metrics` on a listener of its own
+//! with `[admin] metrics_listen`) until a shutdown signal. On the signal `/readyz`
 //! turns 503 at once, the dispatcher drains, then the admin server stops.
 
 mod actions;
@@ -86,6 +87,17 @@ pub async fn check_schema(db: &Database) -> Result<SchemaFit, DaemonError> {
     Ok(fit)
 }
 
+/// Binds the listener `name` on `addr` serving `routes`.
+async fn bind(
+    name: &str,
+    addr: std::net::SocketAddr,
+    routes: axum::Router,
+) -> Result<AdminServer, DaemonError> {
+    AdminServer::bind_as(name, addr, routes)
+        .await
+        .map_err(|source| DaemonError::Listen { addr, source })
+}
+
 /// The dispatcher settings from `config`.
 pub fn dispatcher_settings(config: &Config) -> DispatcherSettings {
     let d = &config.dispatcher;
@@ -126,13 +138,17 @@ pub async fn run(
             );
     let state = ApiState::new(db.clone(), Arc::new(config), metrics.clone())
         .with_local_wakeup(local.clone());
-    let routes = api::router(state.clone()).merge(crate::admin::router(people));
-    let admin = AdminServer::bind(listen, routes)
-        .await
-        .map_err(|source| DaemonError::Listen {
-            addr: listen,
-            source,
-        })?;
+    let metrics_listen = state.config.admin.metrics_listen;
+    let own_routes = match metrics_listen {
+        Some(_) => api::health_router(state.clone()),
+        None => api::router(state.clone()),
+    };
+    let routes = own_routes.merge(crate::admin::router(people));
+    let admin = bind("admin server", listen, routes).await?;
+    let scraper = match metrics_listen {
+        Some(addr) => Some(bind("metrics server", addr, api::metrics_router(state.clone())).await?),
+        None => None,
+    };
     api::server::mark_draining_on(&state, shutdown.clone());
     let wakeup = Wakeup::new(&db, local.clone()).await;
     let dispatcher = Arc::new(Dispatcher::new(db.store(), actions, settings).with_metrics(metrics));
@@ -143,6 +159,9 @@ pub async fn run(
     dispatcher.run(wakeup, shutdown).await;
     jobs.shutdown().await;
     admin.stop().await;
+    if let Some(scraper) = scraper {
+        scraper.stop().await;
+    }
     db.close().await;
     Ok(())
 }

@@ -1,6 +1,12 @@
 //! Opening the database named by a URL: `sqlite://path` (the embedded default) or
 //! `postgres://...` (production, shared by many replicas).
+//!
+//! Only `outboxd migrate` and `outboxd run` may create a SQLite file ([`OpenMode::Create`]);
+//! every other command opens an existing one ([`OpenMode::Existing`]), read-only when it
+//! only reads ([`OpenMode::ReadOnly`]), and a missing file is [`ConnectError::Missing`]
+//! with the resolved path.
 
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -41,12 +47,29 @@ pub enum Database {
     Sqlite(SqlitePool),
 }
 
+/// How a command opens the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Read and write; create a missing SQLite file (`migrate`, `run`).
+    Create,
+    /// Read and write an existing database; a missing SQLite file is an error.
+    Existing,
+    /// Read only, an existing database; a missing SQLite file is an error.
+    ReadOnly,
+}
+
 /// Why the database could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The URL is neither `postgres://` nor `sqlite:`.
     #[error("database.url {0:?} is not supported: use sqlite://PATH or postgres://USER@HOST/DB")]
     UnsupportedScheme(String),
+    /// The SQLite file does not exist (and this command does not create it).
+    #[error("no database file at {}; check database.url, or run `outboxd migrate` to create it", .path.display())]
+    Missing {
+        /// The file, resolved against the working directory.
+        path: PathBuf,
+    },
     /// The URL could not be parsed or the server could not be reached.
     #[error("cannot open database {url}: {source}")]
     Open {
@@ -96,21 +119,57 @@ fn without_unsupported_secrets(url: &str) -> String {
 /// intents over until it resumed.
 pub const DISPATCHER_IDLE_IN_TRANSACTION: Duration = Duration::from_secs(15);
 
-/// Opens a pool of at most `max_connections`.
+/// Opens a pool of at most `max_connections` (creating a missing SQLite file).
 pub async fn connect(url: &str, max_connections: u32) -> Result<Database, ConnectError> {
-    open(url, max_connections, None).await
+    open(url, max_connections, None, OpenMode::Create).await
 }
 
 /// Opens the daemon's pool: like [`connect`], and on PostgreSQL each session ends any
 /// transaction left idle for [`DISPATCHER_IDLE_IN_TRANSACTION`].
 pub async fn connect_dispatcher(url: &str, max_connections: u32) -> Result<Database, ConnectError> {
-    open(url, max_connections, Some(DISPATCHER_IDLE_IN_TRANSACTION)).await
+    open(
+        url,
+        max_connections,
+        Some(DISPATCHER_IDLE_IN_TRANSACTION),
+        OpenMode::Create,
+    )
+    .await
+}
+
+/// Opens a pool for an operator command in `mode`: an existing SQLite file only (read-only
+/// with [`OpenMode::ReadOnly`]); PostgreSQL as usual.
+pub async fn connect_with_mode(
+    url: &str,
+    max_connections: u32,
+    mode: OpenMode,
+) -> Result<Database, ConnectError> {
+    open(url, max_connections, None, mode).await
+}
+
+/// Where `url` points, for messages: the absolute path of a SQLite file, or the URL with
+/// any password removed.
+pub fn describe_location(url: &str) -> String {
+    match DatabaseUrl::parse(url) {
+        Ok(DatabaseUrl::Sqlite(sqlite)) => match SqliteConnectOptions::from_str(&sqlite) {
+            Ok(options) if !sqlite.starts_with("sqlite::memory:") => {
+                resolved_path(options.get_filename()).display().to_string()
+            }
+            _ => sqlite,
+        },
+        _ => redact_url(url),
+    }
+}
+
+/// `path` made absolute against the working directory, for messages.
+fn resolved_path(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 async fn open(
     url: &str,
     max_connections: u32,
     idle_in_transaction: Option<Duration>,
+    mode: OpenMode,
 ) -> Result<Database, ConnectError> {
     let open_err = |source| ConnectError::Open {
         url: redact_url(url),
@@ -133,13 +192,26 @@ async fn open(
             Ok(Database::Postgres(pool))
         }
         DatabaseUrl::Sqlite(url) => {
-            let options = SqliteConnectOptions::from_str(&url)
+            let mut options = SqliteConnectOptions::from_str(&url)
                 .map_err(open_err)?
-                .create_if_missing(true)
-                .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Full)
+                .create_if_missing(mode == OpenMode::Create)
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(10));
+            let in_memory = url.starts_with("sqlite::memory:") || url.contains("mode=memory");
+            if mode != OpenMode::Create && !in_memory && !options.get_filename().exists() {
+                return Err(ConnectError::Missing {
+                    path: resolved_path(options.get_filename()),
+                });
+            }
+            options = if mode == OpenMode::ReadOnly {
+                // The journal mode is a property of the file (WAL, set when it was
+                // created); a read-only connection cannot and need not set it.
+                options.read_only(true)
+            } else {
+                options
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Full)
+            };
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
                 .acquire_timeout(Duration::from_secs(10))
@@ -231,6 +303,54 @@ mod tests {
             without_unsupported_secrets("postgres://u@h/db?password=x"),
             "postgres://u@h/db?password=x"
         );
+    }
+
+    #[tokio::test]
+    async fn only_create_mode_creates_and_read_only_cannot_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outbox.db");
+        let url = format!("sqlite://{}", path.display());
+        for mode in [OpenMode::Existing, OpenMode::ReadOnly] {
+            let error = connect_with_mode(&url, 1, mode).await.unwrap_err();
+            assert!(
+                matches!(&error, ConnectError::Missing { path: p } if *p == path),
+                "{error}"
+            );
+            assert!(!path.exists(), "{mode:?} created the file");
+        }
+        let Database::Sqlite(pool) = connect(&url, 1).await.unwrap() else {
+            panic!("sqlite")
+        };
+        sqlx::query("CREATE TABLE t (x INTEGER)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        let Database::Sqlite(pool) = connect_with_mode(&url, 1, OpenMode::ReadOnly)
+            .await
+            .unwrap()
+        else {
+            panic!("sqlite")
+        };
+        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(count, 0);
+        let refused = sqlx::query("INSERT INTO t VALUES (1)").execute(&pool).await;
+        assert!(refused.is_err(), "a read-only pool wrote");
+        pool.close().await;
+        let Database::Sqlite(pool) = connect_with_mode(&url, 1, OpenMode::Existing)
+            .await
+            .unwrap()
+        else {
+            panic!("sqlite")
+        };
+        sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
     }
 
     #[tokio::test]

@@ -243,12 +243,23 @@ pub fn log_lines_containing(config: &std::path::Path, needle: &str) -> usize {
 /// its JSON log (`<config>.log`, `[logging] format = "json"`, level info), waiting up to
 /// `limit`.
 pub fn admin_addr(config: &std::path::Path, limit: Duration) -> Option<std::net::SocketAddr> {
+    listener_addr(config, "admin server", limit)
+}
+
+/// The address the daemon's listener `name` (`admin server`, `metrics server`) bound, read
+/// from its JSON log like [`admin_addr`].
+pub fn listener_addr(
+    config: &std::path::Path,
+    name: &str,
+    limit: Duration,
+) -> Option<std::net::SocketAddr> {
+    let needle = format!("{name} listening");
     let until = Instant::now() + limit;
     while Instant::now() < until {
         let text = std::fs::read_to_string(config.with_extension("log")).unwrap_or_default();
         let found = text
             .lines()
-            .filter(|l| l.contains("admin server listening"))
+            .filter(|l| l.contains(&needle))
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .find_map(|v| v["addr"].as_str()?.parse().ok());
         if found.is_some() {

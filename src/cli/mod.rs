@@ -1,5 +1,9 @@
 //! The command line: what each `outboxd` subcommand takes. Parsing only; `main.rs` runs
-//! the chosen command.
+//! the chosen command ([`crate::commands::report`] says how a failure is reported).
+//!
+//! * [`term`] — colour only on a terminal and never with `NO_COLOR`.
+
+pub mod term;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,6 +17,9 @@ pub struct Cli {
     /// Configuration file (TOML). Without it: built-in defaults and OUTBOXD__* variables.
     #[arg(long, short, global = true, env = "OUTBOXD_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Print the result (or the error) as JSON on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -31,11 +38,7 @@ pub enum Command {
     Migrate,
     /// Print intent counts by state, the oldest due intent, the reconciliation backlog and
     /// each running daemon's provider state (in flight, breaker, pause).
-    Status {
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Status,
     /// Record one intent in a transaction of its own and print the receipt as JSON.
     Enqueue(EnqueueCli),
     /// Tell the story of a lost response, a conflict and an unknown outcome on a temporary
@@ -65,7 +68,7 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Validate the configuration and print it with secrets redacted; non-zero on error.
-    Check,
+    Check(crate::commands::CheckArgs),
 }
 
 /// `outboxd enqueue ...`.
