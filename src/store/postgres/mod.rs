@@ -3,6 +3,7 @@
 //! [`claims`] (the dispatcher's hot path) and [`reads`] (status and review).
 
 mod claims;
+mod gauges;
 mod reads;
 mod retention;
 mod review;
@@ -25,12 +26,16 @@ use crate::intent::IntentId;
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    gauge_leader: std::sync::Arc<gauges::GaugeLeader>,
 }
 
 impl PgStore {
     /// Wraps a pool whose database is migrated.
     pub fn new(pool: PgPool) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            gauge_leader: Default::default(),
+        }
     }
 
     /// The underlying pool.
@@ -89,6 +94,10 @@ impl OutboxStore for PgStore {
 
     async fn status_summary(&self, now: DateTime<Utc>) -> Result<StatusSummary, StoreError> {
         reads::status_summary(&self.pool, now).await
+    }
+
+    async fn live_gauges(&self, now: DateTime<Utc>) -> Result<super::GaugeRead, StoreError> {
+        self.gauge_leader.read(&self.pool, now).await
     }
 
     async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError> {
@@ -183,8 +192,12 @@ impl OutboxStore for PgStore {
         retention::prune_finished(&self.pool, finished_before, now, limit).await
     }
 
-    async fn prune_tombstones(&self, finished_before: DateTime<Utc>) -> Result<u64, StoreError> {
-        retention::prune_tombstones(&self.pool, finished_before).await
+    async fn prune_tombstones(
+        &self,
+        finished_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        retention::prune_tombstones(&self.pool, finished_before, limit).await
     }
 
     async fn find_tombstone(

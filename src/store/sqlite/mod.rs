@@ -3,6 +3,7 @@
 //! [`claims`] (the dispatcher's hot path) and [`reads`] (status and review).
 
 mod claims;
+mod gauges;
 mod outcomes;
 mod reads;
 mod retention;
@@ -82,6 +83,10 @@ impl OutboxStore for SqliteStore {
 
     async fn status_summary(&self, now: DateTime<Utc>) -> Result<StatusSummary, StoreError> {
         reads::status_summary(&self.pool, now).await
+    }
+
+    async fn live_gauges(&self, now: DateTime<Utc>) -> Result<super::GaugeRead, StoreError> {
+        gauges::read(&self.pool, now).await
     }
 
     async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError> {
@@ -176,8 +181,12 @@ impl OutboxStore for SqliteStore {
         retention::prune_finished(&self.pool, finished_before, now, limit).await
     }
 
-    async fn prune_tombstones(&self, finished_before: DateTime<Utc>) -> Result<u64, StoreError> {
-        retention::prune_tombstones(&self.pool, finished_before).await
+    async fn prune_tombstones(
+        &self,
+        finished_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        retention::prune_tombstones(&self.pool, finished_before, limit).await
     }
 
     async fn find_tombstone(
