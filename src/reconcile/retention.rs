@@ -74,10 +74,12 @@ pub struct RetentionReport {
     pub tombstones_before: DateTime<Utc>,
     /// Intents pruned (each left a tombstone, unless one already existed).
     pub intents_pruned: u64,
-    /// Batches (statements) it took, both kinds.
+    /// Batches (statements) pruning intents took.
     pub batches: u32,
     /// Tombstones deleted.
     pub tombstones_pruned: u64,
+    /// Batches (statements) expiring tombstones took.
+    pub tombstone_batches: u32,
 }
 
 /// What one batch deleted, as reported to [`run_retention_observed`]'s observer.
@@ -123,6 +125,7 @@ pub async fn run_retention_observed(
         intents_pruned: 0,
         batches: 0,
         tombstones_pruned: 0,
+        tombstone_batches: 0,
     };
     let started = Instant::now();
     let mut last_progress = started;
@@ -134,6 +137,7 @@ pub async fn run_retention_observed(
                         .prune_finished(finished_before, now, batch_size)
                         .await?;
                     report.intents_pruned += n;
+                    report.batches += 1;
                     on_batch(RetentionBatch::Intents(n));
                     n
                 }
@@ -142,11 +146,11 @@ pub async fn run_retention_observed(
                         .prune_tombstones(tombstones_before, batch_size)
                         .await?;
                     report.tombstones_pruned += n;
+                    report.tombstone_batches += 1;
                     on_batch(RetentionBatch::Tombstones(n));
                     n
                 }
             };
-            report.batches += 1;
             // Short batch: nothing left (on PostgreSQL, rows locked by another writer are
             // skipped and left for the next run).
             if deleted < u64::from(batch_size) {
@@ -157,7 +161,7 @@ pub async fn run_retention_observed(
                 tracing::info!(
                     intents_pruned = report.intents_pruned,
                     tombstones_pruned = report.tombstones_pruned,
-                    batches = report.batches,
+                    batches = report.batches + report.tombstone_batches,
                     elapsed = ?started.elapsed(),
                     "retention pass in progress"
                 );
@@ -172,6 +176,7 @@ pub async fn run_retention_observed(
             intents_pruned = report.intents_pruned,
             batches = report.batches,
             tombstones_pruned = report.tombstones_pruned,
+            tombstone_batches = report.tombstone_batches,
             elapsed = ?started.elapsed(),
             %finished_before,
             %tombstones_before,
