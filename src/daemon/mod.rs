@@ -113,6 +113,12 @@ pub async fn run(
         actions = ?actions.names(), "outboxd starting");
     let local = Arc::new(Notify::new());
     let metrics = Metrics::shared();
+    metrics.process().set_configured_actions(
+        actions
+            .names()
+            .iter()
+            .filter_map(|name| actions.get(name).map(|a| (name.as_str(), a.client.name()))),
+    );
     let jobs = crate::reconcile::ScheduledJobs::start_reporting(
         &config,
         &db,

@@ -1,5 +1,6 @@
-//! Process metrics: `outboxd_build_info`, the database connection pool, the scheduled
-//! jobs (last success time, failures) and retention progress (rows deleted so far).
+//! Process metrics: `outboxd_build_info`, the configured actions, the database connection
+//! pool, the scheduled jobs (last success time, failures) and retention progress (rows
+//! deleted so far).
 
 use std::sync::atomic::AtomicU64;
 
@@ -19,10 +20,17 @@ struct BuildLabels {
     profile: String,
 }
 
-/// Labels of the per-job metrics.
+/// Labels of the per-job metrics (not `job`, which Prometheus sets to the scrape job).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
-    job: String,
+    scheduled_job: String,
+}
+
+/// Labels of `outboxd_action_configured`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConfiguredLabels {
+    action: String,
+    provider: String,
 }
 
 /// Labels of `outboxd_retention_deleted_total`.
@@ -51,6 +59,7 @@ pub struct ProcessMetrics {
     job_last_success: Family<JobLabels, Gauge<f64, AtomicU64>>,
     job_failures: Family<JobLabels, Counter>,
     retention_deleted: Family<KindLabels, Counter>,
+    configured: Family<ConfiguredLabels, Gauge>,
 }
 
 impl ProcessMetrics {
@@ -104,7 +113,28 @@ impl ProcessMetrics {
             "Rows deleted by retention on this replica, by kind (intents, tombstones), batch by batch",
             m.retention_deleted.clone(),
         );
+        registry.register(
+            "action_configured",
+            "1 for each action this process is configured to deliver, with its provider",
+            m.configured.clone(),
+        );
         m
+    }
+
+    /// Declares the configured actions as `(action, provider)` pairs, so alerts can tell a
+    /// backlog nobody delivers (an unconfigured action) from one that falls behind.
+    pub fn set_configured_actions<'a>(
+        &self,
+        actions: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) {
+        self.configured.clear();
+        for (action, provider) in actions {
+            let labels = ConfiguredLabels {
+                action: action.to_owned(),
+                provider: provider.to_owned(),
+            };
+            self.configured.get_or_create(&labels).set(1);
+        }
     }
 
     /// Sets the pool gauges.
@@ -117,7 +147,7 @@ impl ProcessMetrics {
     /// Records the end of one scheduled run of `job`.
     pub fn observe_job(&self, job: &str, result: JobResult) {
         let labels = JobLabels {
-            job: job.to_owned(),
+            scheduled_job: job.to_owned(),
         };
         match result {
             JobResult::Succeeded => {

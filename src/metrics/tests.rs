@@ -182,6 +182,8 @@ fn build_info_pool_and_jobs_are_encoded() {
     m.process().observe_job("retention", JobResult::Succeeded);
     m.process().observe_retention_batch(1000, 0);
     m.process().observe_retention_batch(17, 5);
+    m.process()
+        .set_configured_actions([("issue_refund", "refunds")]);
     let text = m.encode().unwrap();
     let version = env!("CARGO_PKG_VERSION");
     assert!(
@@ -192,16 +194,20 @@ fn build_info_pool_and_jobs_are_encoded() {
     );
     assert!(text.contains("outboxd_db_pool_connections 3"), "{text}");
     assert!(
+        text.contains(r#"outboxd_action_configured{action="issue_refund",provider="refunds"} 1"#),
+        "{text}"
+    );
+    assert!(
         text.contains("outboxd_db_pool_idle_connections 2"),
         "{text}"
     );
     assert!(text.contains("outboxd_db_pool_max_connections 8"), "{text}");
     assert!(
-        text.contains(r#"outboxd_job_failures_total{job="retention"} 1"#),
+        text.contains(r#"outboxd_job_failures_total{scheduled_job="retention"} 1"#),
         "{text}"
     );
     assert!(
-        text.contains(r#"outboxd_job_last_success_timestamp_seconds{job="retention"}"#),
+        text.contains(r#"outboxd_job_last_success_timestamp_seconds{scheduled_job="retention"}"#),
         "{text}"
     );
     assert!(
