@@ -84,7 +84,11 @@ pub async fn throughput_while_pruning(
     let bench = BenchDb::create(&options.database, "pruning").await?;
     let history = options.prune_rows;
     let n = dispatched(options);
-    seed(&bench.db, history, 0, "delivered").await?;
+    if is_postgres(&options.database) {
+        super::metrics_cost::seed_finished_fast(&bench.url, history).await?;
+    } else {
+        seed(&bench.db, history, 0, "delivered").await?;
+    }
     let actions = actions(provider)?;
     seed(&bench.db, n, history, "pending").await?;
     let start = Instant::now();
@@ -113,14 +117,20 @@ pub async fn throughput_while_pruning(
         drained.delivered,
         busy,
     );
-    let (pruned, took) = pruning.await.map_err(|e| BenchError::Failed(e.to_string()))?;
+    let (pruned, took) = pruning
+        .await
+        .map_err(|e| BenchError::Failed(e.to_string()))?;
     let pruned = pruned?;
     report.rate(
         "prune_rate",
         &format!(
             "  pruning rate (batches of {DEFAULT_BATCH_SIZE}, {} batches{})",
             pruned.batches,
-            if still_pruning { "" } else { "; ended before the drain did" }
+            if still_pruning {
+                ""
+            } else {
+                "; ended before the drain did"
+            }
         ),
         usize::try_from(pruned.intents_pruned).unwrap_or(usize::MAX),
         took,
@@ -175,7 +185,11 @@ pub async fn size_over_windows(
                 .await?;
             sizes.push(size as f64 / 1_048_576.0);
         }
-        let how = if vacuum { "VACUUM after each pass" } else { "autovacuum only" };
+        let how = if vacuum {
+            "VACUUM after each pass"
+        } else {
+            "autovacuum only"
+        };
         let key = if vacuum { "bloat_vacuum" } else { "bloat_auto" };
         report.value(
             &format!("{key}_one"),
@@ -201,8 +215,8 @@ pub async fn size_over_windows(
 }
 
 /// Inserts `count` delivered intents finished at `at`, ids after `offset`.
-async fn insert_finished(
-    pool: &sqlx::PgPool,
+pub(super) async fn insert_finished<'c>(
+    pool: impl sqlx::PgExecutor<'c>,
     offset: usize,
     count: usize,
     at: DateTime<Utc>,
