@@ -180,7 +180,7 @@ async fn metrics_follow_dispatcher_and_outbox(t: &TestDb) {
     let value = |series: &str| value_of(&text, series);
     let attempts = |action: &str, class: &str| {
         value(&format!(
-            "outboxd_attempts_total{{action=\"{action}\",class=\"{class}\"}}"
+            "outboxd_attempts_total{{action=\"{action}\",provider=\"fake\",class=\"{class}\"}}"
         ))
     };
     assert_eq!(attempts(REFUND, "ambiguous"), 1.0);
@@ -191,25 +191,59 @@ async fn metrics_follow_dispatcher_and_outbox(t: &TestDb) {
     );
     assert_eq!(attempts(NOTIFY, "ambiguous"), 1.0);
     assert_eq!(value("outboxd_lease_expiries_total"), 1.0);
-    let first = format!("outboxd_enqueue_to_first_attempt_seconds_count{{action=\"{REFUND}\"}}");
+    let first = format!(
+        "outboxd_enqueue_to_first_attempt_seconds_count{{action=\"{REFUND}\",provider=\"fake\"}}"
+    );
     assert_eq!(
         value(&first),
         2.0,
         "orphaned's first attempt was the ghost's"
     );
-    let latency = format!("outboxd_delivery_duration_seconds_count{{action=\"{REFUND}\"}}");
+    let latency =
+        format!("outboxd_delivery_duration_seconds_count{{action=\"{REFUND}\",provider=\"fake\"}}");
     assert_eq!(value(&latency), 4.0);
     assert!(value("outboxd_claim_batch_size_sum") >= 5.0);
-    assert_eq!(value("outboxd_intents{state=\"delivered\"}"), 3.0);
-    assert_eq!(value("outboxd_intents{state=\"unknown\"}"), 1.0);
-    assert_eq!(value("outboxd_intents{state=\"pending\"}"), 1.0);
-    assert_eq!(value("outboxd_reconciliation_open_items"), 1.0);
-    let age = value("outboxd_reconciliation_oldest_age_seconds");
+    // Finished intents are counters of what this process recorded, never row counts.
+    let finished = |action: &str, state: &str| {
+        value(&format!(
+            "outboxd_intents_finished_total{{action=\"{action}\",provider=\"fake\",state=\"{state}\"}}"
+        ))
+    };
+    assert_eq!(
+        finished(REFUND, "delivered"),
+        3.0,
+        "lost (retried), clean, orphaned"
+    );
+    assert_eq!(finished(NOTIFY, "unknown"), 1.0);
+    assert!(!text.contains("state=\"delivered\",action="), "{text}");
+    // The live gauges carry the action; the unconfigured action's backlog is its own series.
+    let live = |state: &str, action: &str| {
+        value(&format!(
+            "outboxd_intents{{state=\"{state}\",action=\"{action}\"}}"
+        ))
+    };
+    assert_eq!(live("unknown", NOTIFY), 1.0);
+    assert_eq!(live("pending", "unconfigured_action"), 1.0);
+    assert_eq!(
+        value(&format!(
+            "outboxd_reconciliation_open_items{{action=\"{NOTIFY}\"}}"
+        )),
+        1.0
+    );
+    let age = value(&format!(
+        "outboxd_reconciliation_oldest_age_seconds{{action=\"{NOTIFY}\"}}"
+    ));
     assert!(
         (3600.0..3900.0).contains(&age),
         "oldest open item age {age}"
     );
-    assert!(value("outboxd_oldest_due_intent_age_seconds") > 0.0);
+    let due = "outboxd_oldest_due_intent_age_seconds{action=\"unconfigured_action\"}";
+    assert!(value(due) > 0.0);
+    let due_at = value("outboxd_oldest_due_timestamp_seconds{action=\"unconfigured_action\"}");
+    let now = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
+    assert!((now - 600.0..=now).contains(&due_at), "due since {due_at}");
+    assert_eq!(value("outboxd_outbox_stats_leader"), 1.0);
+    assert!(value("outboxd_db_pool_max_connections") >= 1.0);
     assert_eq!(value("outboxd_outbox_stats_refresh_errors_total"), 0.0);
     server.stop().await;
 }

@@ -32,6 +32,7 @@ async fn prune_all(h: &Harness) {
         finished_after: Duration::ZERO,
         tombstone_after: Duration::from_secs(400 * 86_400),
         batch_size: 100,
+        batch_pause: Duration::ZERO,
     };
     run_retention_once(
         h.store.as_ref(),

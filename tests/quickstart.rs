@@ -280,9 +280,10 @@ fn metrics_and_logs_describe_the_delivery(stack: &Stack) {
     let (status, metrics) = get(&format!("{}/metrics", stack.admin));
     assert_eq!(status, 200);
     for expected in [
-        r#"outboxd_attempts_total{action="issue_refund",class="delivered"} 1"#,
-        r#"outboxd_intents{state="delivered"} 1"#,
-        "outboxd_reconciliation_open_items 0",
+        r#"outboxd_attempts_total{action="issue_refund",provider="local",class="delivered"} 1"#,
+        r#"outboxd_intents_finished_total{action="issue_refund",provider="local",state="delivered"} 1"#,
+        r#"outboxd_action_configured{action="issue_refund",provider="local"} 1"#,
+        "outboxd_outbox_stats_leader 1",
     ] {
         assert!(
             metrics.contains(expected),

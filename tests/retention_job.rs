@@ -15,8 +15,9 @@ use outboxd::config::Config;
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
 use outboxd::intent::IntentState;
 use outboxd::reconcile::{
-    run_probe_job, run_retention_job, run_retention_once, Job, JobLock, JobRun, ProbeSettings,
-    RetentionSettings, ScheduledJobs,
+    run_probe_job, run_retention_job, run_retention_job_reporting, run_retention_observed,
+    run_retention_once, Job, JobLock, JobRun, ProbeSettings, RetentionBatch, RetentionSettings,
+    ScheduledJobs,
 };
 use outboxd::store::Database;
 use outboxd::{EnqueueError, NewIntent};
@@ -31,6 +32,7 @@ fn settings(batch_size: u32) -> RetentionSettings {
         finished_after: 7 * DAY,
         tombstone_after: 400 * DAY,
         batch_size,
+        batch_pause: Duration::ZERO,
     }
 }
 
@@ -233,7 +235,59 @@ async fn the_scheduler_runs_the_retention_job(t: &TestDb) {
         .is_some());
 }
 
+/// Tombstones expire in batches of `batch_size` too, and every batch of both kinds is
+/// reported as it commits (what the progress counter and log lines are built from).
+async fn tombstones_expire_in_batches_with_progress(t: &TestDb) {
+    let h = Harness::new(t).await;
+    for i in 0..5 {
+        h.enqueue(refund(&format!("old-{i}"), 5)).await;
+    }
+    h.dispatcher.drain().await.unwrap();
+    age_30_days(&h.db, "old-").await;
+    let metrics = outboxd::metrics::Metrics::shared();
+    let pruned = run_retention_job_reporting(&h.db, &settings(2), Some(&metrics))
+        .await
+        .unwrap();
+    let JobRun::Ran(pruned) = pruned else {
+        panic!("nobody else holds the lock")
+    };
+    assert_eq!(
+        (pruned.intents_pruned, pruned.batches),
+        (5, 3),
+        "{pruned:?}"
+    );
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains("outboxd_retention_deleted_total{kind=\"intents\"} 5"),
+        "{text}"
+    );
+    let mut seen = Vec::new();
+    let later = Utc::now() + chrono::Duration::days(371);
+    let report =
+        run_retention_observed(h.store.as_ref(), &settings(2), later, &mut |b| seen.push(b))
+            .await
+            .unwrap();
+    assert_eq!(
+        (report.tombstones_pruned, report.tombstone_batches),
+        (5, 3),
+        "{report:?}"
+    );
+    assert_eq!(
+        seen,
+        [
+            RetentionBatch::Intents(0),
+            RetentionBatch::Tombstones(2),
+            RetentionBatch::Tombstones(2),
+            RetentionBatch::Tombstones(1),
+        ]
+    );
+    for i in 0..5 {
+        assert!(tombstone(&h, &format!("old-{i}")).await.is_none());
+    }
+}
+
 both_backends!(
+    tombstones_expire_in_batches_with_progress,
     prunes_old_finished_intents_and_keeps_the_rest,
     late_enqueues_after_pruning_are_answered_from_tombstones,
     the_scheduler_runs_the_retention_job,

@@ -349,7 +349,7 @@ async fn pruning_keeps_tombstones_that_answer_late_enqueues(t: &TestDb) {
     // Tombstones expire after their own window.
     assert_eq!(
         h.store
-            .prune_tombstones(Utc::now() + chrono::Duration::seconds(1))
+            .prune_tombstones(Utc::now() + chrono::Duration::seconds(1), 100)
             .await
             .unwrap(),
         1

@@ -10,8 +10,11 @@ use crate::metrics::CONTENT_TYPE;
 
 /// `GET /metrics` in the OpenMetrics text format.
 pub async fn metrics(State(state): State<ApiState>) -> Response {
-    state.metrics.outbox().refresh(state.store.as_ref()).await;
-    match state.metrics.encode() {
+    let scraped = state
+        .metrics
+        .scrape(state.store.as_ref(), state.db.pool_stats())
+        .await;
+    match scraped {
         Ok(body) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics").into_response(),
     }

@@ -17,8 +17,10 @@ pub mod ceilings;
 pub mod cpu;
 pub mod e2e;
 pub mod latency;
+pub mod metrics_cost;
 pub mod producer;
 pub mod report;
+pub mod retention;
 pub mod setup;
 
 use std::time::Duration;
@@ -44,6 +46,11 @@ pub struct BenchOptions {
     pub producer_commits: usize,
     /// The `outboxd` binary to run as the dispatcher.
     pub daemon_binary: std::path::PathBuf,
+    /// Finished rows of the large history in the metrics-cost run (0 skips it).
+    pub metrics_rows: usize,
+    /// Finished rows pruned while dispatching in the retention run (0 skips it and the
+    /// bloat run).
+    pub prune_rows: usize,
 }
 
 /// Why the benchmark could not run.
@@ -119,6 +126,29 @@ pub async fn run(options: &BenchOptions) -> Result<report::Report, BenchError> {
     if options.producer_commits > 0 {
         producer::overhead(options, &mut report).await?;
     }
+    scale_ops(options, &provider, &mut report).await?;
+    report.finish();
+    Ok(report)
+}
+
+/// The operations-at-scale figures: metrics refresh cost against the finished history,
+/// dispatch throughput while pruning, table size over retention windows.
+pub async fn scale_ops(
+    options: &BenchOptions,
+    provider: &FakeProvider,
+    report: &mut report::Report,
+) -> Result<(), BenchError> {
+    metrics_cost::metrics_cost(options, report).await?;
+    retention::throughput_while_pruning(options, provider, report).await?;
+    retention::size_over_windows(options, report).await?;
+    Ok(())
+}
+
+/// Only [`scale_ops`], with its own table.
+pub async fn run_scale_ops(options: &BenchOptions) -> Result<report::Report, BenchError> {
+    let mut report = report::Report::new(options);
+    let provider = fast_provider()?;
+    scale_ops(options, &provider, &mut report).await?;
     report.finish();
     Ok(report)
 }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use outboxd::bench::{run, BenchOptions};
+use outboxd::bench::{run, run_scale_ops, BenchOptions};
 
 /// Measures outboxd's throughput, latency and cost against ceilings taken in the same run.
 #[derive(Debug, Parser)]
@@ -38,6 +38,15 @@ struct Args {
     /// Commits measured for the producer overhead (0 skips).
     #[arg(long, default_value_t = 5000)]
     producer_commits: usize,
+    /// Finished rows of the large history in the metrics-cost run (0 skips it).
+    #[arg(long, default_value_t = 10_000_000)]
+    metrics_rows: usize,
+    /// Finished rows pruned while dispatching in the retention run (0 skips it).
+    #[arg(long, default_value_t = 1_000_000)]
+    prune_rows: usize,
+    /// Run only the operations-at-scale figures (metrics cost, pruning, bloat).
+    #[arg(long)]
+    scale_ops_only: bool,
     /// A small run for CI: a few hundred intents, short phases, no targets.
     #[arg(long)]
     smoke: bool,
@@ -66,6 +75,8 @@ async fn main() -> ExitCode {
         long_transaction_secs: args.long_tx_secs,
         producer_commits: args.producer_commits,
         daemon_binary,
+        metrics_rows: args.metrics_rows,
+        prune_rows: args.prune_rows,
     };
     if args.smoke {
         options.intents = args.intents.unwrap_or(300);
@@ -74,8 +85,15 @@ async fn main() -> ExitCode {
         options.offered_for = Duration::from_secs(2);
         options.long_transaction_secs = 0;
         options.producer_commits = 200;
+        options.metrics_rows = 20_000;
+        options.prune_rows = 5_000;
     }
-    match run(&options).await {
+    let result = if args.scale_ops_only {
+        run_scale_ops(&options).await
+    } else {
+        run(&options).await
+    };
+    match result {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -111,6 +111,11 @@ pub struct RetentionConfig {
     pub tombstone_after: Duration,
     /// When the pruning job runs: cron with seconds (6 fields, tokio-cron-scheduler syntax).
     pub schedule: String,
+    /// Rows (intents, or tombstones) deleted per batch; each batch is one short transaction.
+    pub batch_size: u32,
+    /// Pause between two full batches, leaving the database to the dispatcher and autovacuum.
+    #[serde(with = "super::duration")]
+    pub batch_pause: Duration,
 }
 
 impl Default for RetentionConfig {
@@ -119,6 +124,8 @@ impl Default for RetentionConfig {
             finished_after: Duration::from_secs(7 * 86_400),
             tombstone_after: Duration::from_secs(400 * 86_400),
             schedule: "0 */10 * * * *".to_owned(),
+            batch_size: 1000,
+            batch_pause: Duration::from_millis(50),
         }
     }
 }

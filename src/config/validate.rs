@@ -265,6 +265,16 @@ fn validate_schedules(config: &Config, report: &mut Report<'_>) {
             ),
         );
     }
+    report.range("retention.batch_size", u64::from(r.batch_size), 1, 100_000);
+    if r.batch_pause > std::time::Duration::from_secs(60) {
+        report.error(
+            "retention.batch_pause",
+            format!(
+                "{} between batches would stretch one pass over hours; at most 60s",
+                human(r.batch_pause)
+            ),
+        );
+    }
     if let Err(e) = check_cron(&r.schedule) {
         report.error("retention.schedule", e);
     }

@@ -124,8 +124,20 @@ pub async fn run(
     tracing::info!(backend = db.backend_name(), owner = %settings.owner,
         actions = ?actions.names(), "outboxd starting");
     let local = Arc::new(Notify::new());
-    let jobs = crate::reconcile::ScheduledJobs::start(&config, &db, actions.clone()).await?;
     let metrics = Metrics::shared();
+    metrics.process().set_configured_actions(
+        actions
+            .names()
+            .iter()
+            .filter_map(|name| actions.get(name).map(|a| (name.as_str(), a.client.name()))),
+    );
+    let jobs = crate::reconcile::ScheduledJobs::start_reporting(
+        &config,
+        &db,
+        actions.clone(),
+        Some(metrics.clone()),
+    )
+    .await?;
     let listen = config.admin.listen;
     let people =
         crate::admin::AdminContext::new(db.clone(), config.admin.tokens.clone(), local.clone())

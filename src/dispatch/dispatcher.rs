@@ -265,8 +265,8 @@ impl Dispatcher {
         match action {
             Some(action) if !self.stopping.load(Ordering::SeqCst) => {
                 let outcome = attempt::deliver(action, &intent).await;
-                if let (Some(m), Some(a)) = (&self.metrics, &outcome.attempt) {
-                    m.observe_attempt(&intent, a);
+                if let Some(m) = &self.metrics {
+                    m.observe_outcome(&intent, action.client.name(), &outcome);
                 }
                 Finished::Outcome(outcome)
             }

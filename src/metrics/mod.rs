@@ -7,10 +7,15 @@
 //!   [`Metrics::observe_claim`], [`Metrics::observe_lease_expiries`]): attempts by action
 //!   and class, delivery latency, enqueue-to-first-attempt latency, claim batch sizes and
 //!   lease expiries. They count what *this process* did.
-//! * **Outbox gauges** read from the database ([`OutboxGauges`]): intents by state, the age of the
-//!   oldest due intent, the reconciliation backlog and its age. They describe the shared
-//!   outbox, so every replica reports the same values; they are refreshed on scrape, at
-//!   most once per [`OUTBOX_REFRESH_INTERVAL`].
+//!   Terminal outcomes are counters here ([`Metrics::observe_outcome`]), never counts of
+//!   finished rows, so no scrape reads the finished history.
+//! * **Outbox gauges** read from the database ([`OutboxGauges`]): the live backlog per action
+//!   (pending, in flight, unknown), the oldest due intent, the reconciliation queue. They
+//!   describe the shared outbox, so one replica at a time computes them (on PostgreSQL an
+//!   advisory lock; the others export none); refreshed on scrape, at most once per
+//!   [`OUTBOX_REFRESH_INTERVAL`].
+//! * **Process metrics** ([`process::ProcessMetrics`]): build info, the connection pool, the
+//!   scheduled jobs' last success, retention progress.
 //! * **Provider gauges** the delivery pipeline sets ([`providers::ProviderGauges`]):
 //!   requests in flight, breaker state, `Retry-After` pause, rate-limited claims.
 //!
@@ -18,6 +23,7 @@
 //! dispatcher reports.
 
 mod outbox;
+pub mod process;
 pub mod providers;
 
 use std::sync::Arc;
@@ -29,9 +35,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::store::{AttemptRecord, ClaimedIntent};
+use crate::store::{
+    AttemptRecord, ClaimedIntent, OutboxStore, OutcomeRecord, PoolStats, Transition,
+};
 
-pub use outbox::{OutboxGauges, OUTBOX_REFRESH_INTERVAL};
+pub use outbox::{OutboxGauges, OUTBOX_REFRESH_INTERVAL, STALE_AFTER};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -49,17 +57,27 @@ const BATCH_BUCKETS: [f64; 11] = [
     1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 10000.0,
 ];
 
-/// Labels of per-action metrics.
+/// Labels of per-action, per-provider metrics.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ActionLabels {
     action: String,
+    provider: String,
 }
 
 /// Labels of `outboxd_attempts_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AttemptLabels {
     action: String,
+    provider: String,
     class: String,
+}
+
+/// Labels of `outboxd_intents_finished_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    action: String,
+    provider: String,
+    state: String,
 }
 
 type HistogramFamily = Family<ActionLabels, Histogram, fn() -> Histogram>;
@@ -77,12 +95,14 @@ fn first_attempt_histogram() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     attempts: Family<AttemptLabels, Counter>,
+    finished: Family<OutcomeLabels, Counter>,
     delivery_seconds: HistogramFamily,
     first_attempt_seconds: HistogramFamily,
     lease_expiries: Counter,
     claim_batch: Histogram,
     outbox: OutboxGauges,
     providers: providers::ProviderGauges,
+    process: process::ProcessMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -104,13 +124,19 @@ impl Metrics {
         let attempts = Family::<AttemptLabels, Counter>::default();
         registry.register(
             "attempts",
-            "Delivery attempts made by this process, by action and attempt class",
+            "Delivery attempts made by this process, by action, provider and attempt class",
             attempts.clone(),
+        );
+        let finished = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "intents_finished",
+            "Outcomes this process recorded that end the dispatcher's work on an intent: delivered, failed, or unknown (handed to reconciliation)",
+            finished.clone(),
         );
         let delivery_seconds: HistogramFamily = Family::new_with_constructor(delivery_histogram);
         registry.register_with_unit(
             "delivery_duration",
-            "Time from sending a request to classifying its outcome, by action",
+            "Time from sending a request to classifying its outcome, by action and provider",
             Unit::Seconds,
             delivery_seconds.clone(),
         );
@@ -118,7 +144,7 @@ impl Metrics {
             Family::new_with_constructor(first_attempt_histogram);
         registry.register_with_unit(
             "enqueue_to_first_attempt",
-            "Time from enqueue to the start of the first attempt (includes any not_before delay), by action",
+            "Time from enqueue to the start of the first attempt (includes any not_before delay), by action and provider",
             Unit::Seconds,
             first_attempt_seconds.clone(),
         );
@@ -136,16 +162,24 @@ impl Metrics {
         );
         let outbox = OutboxGauges::register(&mut registry);
         let providers = providers::ProviderGauges::register(&mut registry);
+        let process = process::ProcessMetrics::register(&mut registry);
         Self {
             registry,
             attempts,
+            finished,
             delivery_seconds,
             first_attempt_seconds,
             lease_expiries,
             claim_batch,
             outbox,
             providers,
+            process,
         }
+    }
+
+    /// Build info, pool, jobs and retention progress.
+    pub fn process(&self) -> &process::ProcessMetrics {
+        &self.process
     }
 
     /// The per-provider bulkhead gauges.
@@ -158,15 +192,39 @@ impl Metrics {
         Arc::new(Self::new())
     }
 
-    /// Records one finished attempt of `intent`: its class, its duration and, for the
-    /// first attempt, the time since enqueue.
-    pub fn observe_attempt(&self, intent: &ClaimedIntent, attempt: &AttemptRecord) {
+    /// Records one delivery of `intent` to `provider`: the attempt's class, duration and,
+    /// for the first attempt, the time since enqueue; and, when the outcome ends the
+    /// dispatcher's work on the intent, its state.
+    pub fn observe_outcome(&self, intent: &ClaimedIntent, provider: &str, outcome: &OutcomeRecord) {
+        if let Some(attempt) = &outcome.attempt {
+            self.observe_attempt(intent, provider, attempt);
+        }
+        let state = match outcome.transition {
+            Transition::Delivered { .. }
+            | Transition::Failed { .. }
+            | Transition::Unknown { .. } => outcome.transition.state(),
+            Transition::RetryAt { .. } => return,
+        };
+        self.finished
+            .get_or_create(&OutcomeLabels {
+                action: intent.action.clone(),
+                provider: provider.to_owned(),
+                state: state.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records one finished attempt of `intent` at `provider`: its class, its duration and,
+    /// for the first attempt, the time since enqueue.
+    pub fn observe_attempt(&self, intent: &ClaimedIntent, provider: &str, attempt: &AttemptRecord) {
         let action = ActionLabels {
             action: intent.action.clone(),
+            provider: provider.to_owned(),
         };
         self.attempts
             .get_or_create(&AttemptLabels {
                 action: intent.action.clone(),
+                provider: provider.to_owned(),
                 class: attempt.class.as_str().to_owned(),
             })
             .inc();
@@ -200,6 +258,18 @@ impl Metrics {
     /// The gauges read from the database.
     pub fn outbox(&self) -> &OutboxGauges {
         &self.outbox
+    }
+
+    /// What `GET /metrics` answers: refreshes the outbox gauges from `store` (at most once
+    /// per [`OUTBOX_REFRESH_INTERVAL`]), sets the pool gauges from `pool`, and encodes every
+    /// metric while no concurrent scrape can change the outbox gauges.
+    pub async fn scrape(
+        &self,
+        store: &dyn OutboxStore,
+        pool: PoolStats,
+    ) -> Result<String, std::fmt::Error> {
+        self.process.set_pool(pool);
+        self.outbox.refresh_then(store, || self.encode()).await
     }
 
     /// Every metric in the OpenMetrics text format (see [`CONTENT_TYPE`]).

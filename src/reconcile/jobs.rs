@@ -17,10 +17,14 @@ use tokio::sync::{watch, Mutex};
 use tokio_cron_scheduler::{Job as CronJob, JobScheduler, JobSchedulerError};
 
 use super::probe_job::{run_probes_once, ProbeReport, ProbeSettings};
-use super::retention::{run_retention_once, RetentionReport, RetentionSettings};
+use super::retention::{
+    run_retention_observed, RetentionBatch, RetentionReport, RetentionSettings,
+};
 use super::storage::{Job, JobLock};
 use crate::config::Config;
 use crate::dispatch::ActionTable;
+use crate::metrics::process::JobResult;
+use crate::metrics::Metrics;
 use crate::store::{Database, StoreError};
 
 /// How long shutdown waits for a cancelled run to unwind.
@@ -90,11 +94,28 @@ pub async fn run_retention_job(
     db: &Database,
     settings: &RetentionSettings,
 ) -> Result<JobRun<RetentionReport>, JobError> {
+    run_retention_job_reporting(db, settings, None).await
+}
+
+/// [`run_retention_job`], adding every batch to `metrics`' retention progress counter.
+pub async fn run_retention_job_reporting(
+    db: &Database,
+    settings: &RetentionSettings,
+    metrics: Option<&Metrics>,
+) -> Result<JobRun<RetentionReport>, JobError> {
     let store = db.store();
+    let mut on_batch = |batch: RetentionBatch| {
+        if let Some(m) = metrics {
+            match batch {
+                RetentionBatch::Intents(n) => m.process().observe_retention_batch(n, 0),
+                RetentionBatch::Tombstones(n) => m.process().observe_retention_batch(0, n),
+            }
+        }
+    };
     exclusive(
         db,
         Job::Retention,
-        run_retention_once(store.as_ref(), settings, Utc::now()),
+        run_retention_observed(store.as_ref(), settings, Utc::now(), &mut on_batch),
     )
     .await
 }
@@ -128,6 +149,7 @@ struct Tick {
     db: Database,
     busy: Arc<Mutex<()>>,
     stop: watch::Receiver<bool>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Tick {
@@ -152,8 +174,18 @@ impl Tick {
                     log_run(job, run_probe_job(&self.db, actions, settings).await)
                 }
                 Work::Retention(settings) => {
-                    log_run(job, run_retention_job(&self.db, settings).await)
+                    let metrics = self.metrics.as_deref();
+                    log_run(
+                        job,
+                        run_retention_job_reporting(&self.db, settings, metrics).await,
+                    )
                 }
+            }
+        };
+        let work = async {
+            let result = work.await;
+            if let Some(m) = &self.metrics {
+                m.process().observe_job(job, result);
             }
         };
         tokio::select! {
@@ -165,12 +197,17 @@ impl Tick {
     }
 }
 
-fn log_run<T: std::fmt::Debug>(job: &str, result: Result<JobRun<T>, JobError>) {
+/// Logs a run's end and says what it came to.
+fn log_run<T: std::fmt::Debug>(job: &str, result: Result<JobRun<T>, JobError>) -> JobResult {
     match result {
-        Ok(JobRun::Ran(report)) => tracing::debug!(job, ?report, "scheduled job ran"),
-        Ok(JobRun::Skipped) => {}
+        Ok(JobRun::Ran(report)) => {
+            tracing::debug!(job, ?report, "scheduled job ran");
+            JobResult::Succeeded
+        }
+        Ok(JobRun::Skipped) => JobResult::Skipped,
         Err(error) => {
-            tracing::warn!(job, %error, "scheduled job failed; it runs again at its next time")
+            tracing::warn!(job, %error, "scheduled job failed; it runs again at its next time");
+            JobResult::Failed
         }
     }
 }
@@ -190,6 +227,17 @@ impl ScheduledJobs {
         db: &Database,
         actions: Arc<ActionTable>,
     ) -> Result<ScheduledJobs, JobsError> {
+        Self::start_reporting(config, db, actions, None).await
+    }
+
+    /// [`ScheduledJobs::start`], reporting each run (last success, failures) and retention
+    /// progress to `metrics`.
+    pub async fn start_reporting(
+        config: &Config,
+        db: &Database,
+        actions: Arc<ActionTable>,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Result<ScheduledJobs, JobsError> {
         let scheduler = JobScheduler::new().await?;
         let (stop, stop_rx) = watch::channel(false);
         let tick = |work| Tick {
@@ -197,6 +245,7 @@ impl ScheduledJobs {
             db: db.clone(),
             busy: Arc::new(Mutex::new(())),
             stop: stop_rx.clone(),
+            metrics: metrics.clone(),
         };
         let mut ticks = vec![tick(Work::Retention(RetentionSettings::from_config(
             &config.retention,

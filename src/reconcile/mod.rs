@@ -19,8 +19,13 @@ pub mod probe_job;
 pub mod retention;
 pub mod storage;
 
-pub use jobs::{run_probe_job, run_retention_job, JobError, JobRun, JobsError, ScheduledJobs};
+pub use jobs::{
+    run_probe_job, run_retention_job, run_retention_job_reporting, JobError, JobRun, JobsError,
+    ScheduledJobs,
+};
 pub use probe::{classify_probe, ProbeContext, ProbeFinding, ProbeRuntime};
 pub use probe_job::{run_probes_once, ProbeReport, ProbeSettings, PROBE_ACTOR};
-pub use retention::{run_retention_once, RetentionReport, RetentionSettings};
+pub use retention::{
+    run_retention_observed, run_retention_once, RetentionBatch, RetentionReport, RetentionSettings,
+};
 pub use storage::{retention_preview, Job, JobLock, RetentionPreview};

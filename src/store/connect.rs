@@ -58,6 +58,17 @@ pub enum OpenMode {
     ReadOnly,
 }
 
+/// A snapshot of the connection pool, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Connections open now (idle or in use).
+    pub open: u32,
+    /// Idle connections.
+    pub idle: u32,
+    /// The pool's maximum.
+    pub max: u32,
+}
+
 /// Why the database could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -237,6 +248,19 @@ impl Database {
         match self {
             Database::Postgres(pool) => migrate::current_version_postgres(pool).await,
             Database::Sqlite(pool) => migrate::current_version_sqlite(pool).await,
+        }
+    }
+
+    /// The connection pool now: (open connections, idle ones, the configured maximum).
+    pub fn pool_stats(&self) -> PoolStats {
+        let (size, idle, max) = match self {
+            Database::Postgres(p) => (p.size(), p.num_idle(), p.options().get_max_connections()),
+            Database::Sqlite(p) => (p.size(), p.num_idle(), p.options().get_max_connections()),
+        };
+        PoolStats {
+            open: size,
+            idle: u32::try_from(idle).unwrap_or(u32::MAX),
+            max,
         }
     }
 

@@ -8,6 +8,7 @@
 pub mod compat;
 pub mod connect;
 pub mod console;
+pub mod gauges;
 pub mod migrate;
 pub mod postgres;
 pub mod review;
@@ -19,8 +20,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-pub use connect::{connect, connect_dispatcher, Database, DatabaseUrl};
+pub use connect::{connect, connect_dispatcher, Database, DatabaseUrl, PoolStats};
 pub use console::*;
+pub use gauges::*;
 pub use review::*;
 pub use types::*;
 
@@ -108,7 +110,8 @@ pub trait OutboxStore: Send + Sync + 'static {
     /// The earliest `next_attempt_at` of a pending intent of a configured action.
     async fn next_due_at(&self, actions: &[String]) -> Result<Option<DateTime<Utc>>, StoreError>;
 
-    /// Counts by state, the oldest due intent and the reconciliation backlog.
+    /// Counts by state, the oldest due intent and the reconciliation backlog. Counts every
+    /// row (for `outboxd status`); metrics use [`OutboxStore::live_gauges`].
     async fn status_summary(&self, now: DateTime<Utc>) -> Result<StatusSummary, StoreError>;
 
     /// Replaces `owner`'s published provider states with `states` and deletes every row
@@ -125,6 +128,11 @@ pub trait OutboxStore: Send + Sync + 'static {
 
     /// Every published provider state, by provider then owner.
     async fn list_provider_states(&self) -> Result<Vec<ProviderStateRow>, StoreError>;
+
+    /// The live backlog per action, read through partial indexes only (cost follows the
+    /// backlog, not the finished history), or [`GaugeRead::OtherReplica`] when another
+    /// replica computes the gauges (PostgreSQL; see [`postgres`]'s gauge lock).
+    async fn live_gauges(&self, now: DateTime<Utc>) -> Result<GaugeRead, StoreError>;
 
     /// One intent by id.
     async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError>;
@@ -240,8 +248,13 @@ pub trait OutboxStore: Send + Sync + 'static {
         limit: u32,
     ) -> Result<u64, StoreError>;
 
-    /// Deletes tombstones of intents finished before `finished_before`.
-    async fn prune_tombstones(&self, finished_before: DateTime<Utc>) -> Result<u64, StoreError>;
+    /// Deletes up to `limit` tombstones of intents finished before `finished_before`, oldest
+    /// pruned first, in one short transaction; returns how many were deleted.
+    async fn prune_tombstones(
+        &self,
+        finished_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
 
     /// The tombstone of a pruned operation.
     async fn find_tombstone(

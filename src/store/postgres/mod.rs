@@ -4,6 +4,7 @@
 
 mod claims;
 mod console;
+mod gauges;
 mod providers;
 mod reads;
 mod retention;
@@ -28,12 +29,16 @@ use crate::intent::{IntentId, IntentState};
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    gauge_leader: std::sync::Arc<gauges::GaugeLeader>,
 }
 
 impl PgStore {
     /// Wraps a pool whose database is migrated.
     pub fn new(pool: PgPool) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            gauge_leader: Default::default(),
+        }
     }
 
     /// The underlying pool.
@@ -105,6 +110,10 @@ impl OutboxStore for PgStore {
 
     async fn list_provider_states(&self) -> Result<Vec<ProviderStateRow>, StoreError> {
         providers::list(&self.pool).await
+    }
+
+    async fn live_gauges(&self, now: DateTime<Utc>) -> Result<super::GaugeRead, StoreError> {
+        self.gauge_leader.read(&self.pool, now).await
     }
 
     async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError> {
@@ -226,8 +235,12 @@ impl OutboxStore for PgStore {
         retention::prune_finished(&self.pool, finished_before, now, limit).await
     }
 
-    async fn prune_tombstones(&self, finished_before: DateTime<Utc>) -> Result<u64, StoreError> {
-        retention::prune_tombstones(&self.pool, finished_before).await
+    async fn prune_tombstones(
+        &self,
+        finished_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        retention::prune_tombstones(&self.pool, finished_before, limit).await
     }
 
     async fn find_tombstone(

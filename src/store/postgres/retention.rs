@@ -46,15 +46,30 @@ pub(super) async fn prune_finished(
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
+/// Deletes up to `$2` tombstones finished before `$1`, walking `outbox_tombstones_pruned`
+/// (oldest pruned first, where expired ones gather) by primary key; rows locked by someone
+/// else are skipped.
+const EXPIRE_TOMBSTONES_SQL: &str = r#"
+DELETE FROM outbox_tombstones t USING (
+    SELECT tenant, operation_id FROM outbox_tombstones
+    WHERE coalesce(finished_at, pruned_at) < $1
+    ORDER BY pruned_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+) v
+WHERE t.tenant = v.tenant AND t.operation_id = v.operation_id
+"#;
+
 pub(super) async fn prune_tombstones(
     pool: &PgPool,
     finished_before: DateTime<Utc>,
+    limit: u32,
 ) -> Result<u64, StoreError> {
-    let done =
-        sqlx::query("DELETE FROM outbox_tombstones WHERE coalesce(finished_at, pruned_at) < $1")
-            .bind(finished_before)
-            .execute(pool)
-            .await?;
+    let done = sqlx::query(EXPIRE_TOMBSTONES_SQL)
+        .bind(finished_before)
+        .bind(i64::from(limit.max(1)))
+        .execute(pool)
+        .await?;
     Ok(done.rows_affected())
 }
 

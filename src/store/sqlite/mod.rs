@@ -4,6 +4,7 @@
 
 mod claims;
 mod console;
+mod gauges;
 mod outcomes;
 mod providers;
 mod reads;
@@ -106,6 +107,10 @@ impl OutboxStore for SqliteStore {
 
     async fn list_provider_states(&self) -> Result<Vec<ProviderStateRow>, StoreError> {
         providers::list(&self.pool).await
+    }
+
+    async fn live_gauges(&self, now: DateTime<Utc>) -> Result<super::GaugeRead, StoreError> {
+        gauges::read(&self.pool, now).await
     }
 
     async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError> {
@@ -227,8 +232,12 @@ impl OutboxStore for SqliteStore {
         retention::prune_finished(&self.pool, finished_before, now, limit).await
     }
 
-    async fn prune_tombstones(&self, finished_before: DateTime<Utc>) -> Result<u64, StoreError> {
-        retention::prune_tombstones(&self.pool, finished_before).await
+    async fn prune_tombstones(
+        &self,
+        finished_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        retention::prune_tombstones(&self.pool, finished_before, limit).await
     }
 
     async fn find_tombstone(

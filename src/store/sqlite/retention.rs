@@ -49,15 +49,21 @@ pub(super) async fn prune_finished(
     Ok(gone.rows_affected())
 }
 
+/// Deletes up to `?2` tombstones finished before `?1`, oldest pruned first, by rowid.
+const EXPIRE_TOMBSTONES_SQL: &str = "DELETE FROM outbox_tombstones WHERE rowid IN (\
+    SELECT rowid FROM outbox_tombstones WHERE coalesce(finished_at, pruned_at) < ?1 \
+    ORDER BY pruned_at LIMIT ?2)";
+
 pub(super) async fn prune_tombstones(
     pool: &SqlitePool,
     finished_before: DateTime<Utc>,
+    limit: u32,
 ) -> Result<u64, StoreError> {
-    let done =
-        sqlx::query("DELETE FROM outbox_tombstones WHERE coalesce(finished_at, pruned_at) < ?1")
-            .bind(ms(finished_before))
-            .execute(pool)
-            .await?;
+    let done = sqlx::query(EXPIRE_TOMBSTONES_SQL)
+        .bind(ms(finished_before))
+        .bind(i64::from(limit.max(1)))
+        .execute(pool)
+        .await?;
     Ok(done.rows_affected())
 }
 
