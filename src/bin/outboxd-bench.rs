@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use outboxd::bench::{run, BenchOptions};
+use outboxd::bench::{run, BenchOptions, Scenarios};
 
 /// Measures outboxd's throughput, latency and cost against ceilings taken in the same run.
 #[derive(Debug, Parser)]
@@ -38,6 +38,10 @@ struct Args {
     /// Commits measured for the producer overhead (0 skips).
     #[arg(long, default_value_t = 5000)]
     producer_commits: usize,
+    /// Skip the scale, long-transaction and producer runs (ceilings, end-to-end, latency
+    /// and the issue-15 scenarios only).
+    #[arg(long)]
+    only_scenarios: bool,
     /// A small run for CI: a few hundred intents, short phases, no targets.
     #[arg(long)]
     smoke: bool,
@@ -55,18 +59,26 @@ async fn main() -> ExitCode {
         eprintln!("error: the outboxd binary must sit next to outboxd-bench (cargo build --release builds both)");
         return ExitCode::FAILURE;
     };
+    let intents = args
+        .intents
+        .unwrap_or(if postgres { 50_000 } else { 20_000 });
     let mut options = BenchOptions {
         database: args.database.clone(),
-        intents: args
-            .intents
-            .unwrap_or(if postgres { 50_000 } else { 20_000 }),
+        intents,
         scale_rows: args.scale_rows,
         offered_rate: args.offered_rate,
         offered_for: Duration::from_secs(args.offered_secs),
         long_transaction_secs: args.long_tx_secs,
         producer_commits: args.producer_commits,
         daemon_binary,
+        scenarios: Scenarios::full(intents),
+        smoke: args.smoke,
     };
+    if args.only_scenarios {
+        options.scale_rows = 0;
+        options.long_transaction_secs = 0;
+        options.producer_commits = 0;
+    }
     if args.smoke {
         options.intents = args.intents.unwrap_or(300);
         options.scale_rows = 2_000;
@@ -74,6 +86,7 @@ async fn main() -> ExitCode {
         options.offered_for = Duration::from_secs(2);
         options.long_transaction_secs = 0;
         options.producer_commits = 200;
+        options.scenarios = Scenarios::smoke();
     }
     match run(&options).await {
         Ok(_) => ExitCode::SUCCESS,
