@@ -69,7 +69,13 @@ async fn one(
         Down::Status503 => provider.clear_random_faults(),
     }
     let n = outage.intents as i64;
-    let waited = wait_count(&bench.db, &delivered_sql(ACTION), n, Duration::from_secs(300)).await;
+    let waited = wait_count(
+        &bench.db,
+        &delivered_sql(ACTION),
+        n,
+        Duration::from_secs(300),
+    )
+    .await;
     daemon.stop();
     if let Err(e) = waited {
         eprintln!("   breaker ({what}): {e}");

@@ -54,14 +54,22 @@ pub async fn run(
         }
         let backlog_left = count(
             &bench.db,
-            &format!("SELECT count(*) FROM outbox_intents WHERE tenant = '{A}' AND state = 'pending'"),
+            &format!(
+                "SELECT count(*) FROM outbox_intents WHERE tenant = '{A}' AND state = 'pending'"
+            ),
         )
         .await?;
         let b_started = format!(
             "SELECT count(DISTINCT a.intent_id) FROM outbox_attempts a JOIN outbox_intents i \
              ON i.id = a.intent_id WHERE i.tenant = '{B}'"
         );
-        wait_count(&bench.db, &b_started, total as i64, Duration::from_secs(900)).await?;
+        wait_count(
+            &bench.db,
+            &b_started,
+            total as i64,
+            Duration::from_secs(900),
+        )
+        .await?;
         Ok::<_, BenchError>((commits, backlog_left))
     }
     .await;
@@ -77,8 +85,18 @@ pub async fn run(
         "fairness: tenant B at {B_RATE}/s beside A's {} backlog ({backlog_left} left after B)",
         shape.backlog
     );
-    report.value("fair_b_p50", &format!("{label}: p50"), percentile(&waits, 0.5), "ms");
-    report.value("fair_b_p99", "    tenant B commit → attempt start p99", percentile(&waits, 0.99), "ms");
+    report.value(
+        "fair_b_p50",
+        &format!("{label}: p50"),
+        percentile(&waits, 0.5),
+        "ms",
+    );
+    report.value(
+        "fair_b_p99",
+        "    tenant B commit → attempt start p99",
+        percentile(&waits, 0.99),
+        "ms",
+    );
     bench.drop_now().await;
     Ok(())
 }

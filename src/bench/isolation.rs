@@ -42,7 +42,11 @@ async fn fast_rate(
         Other::Silent => slow.set_latency(Duration::from_secs(3600)),
     }
     // One slow intent in every 25 (4% of the traffic), interleaved by id.
-    let slow_n = if matches!(other, Other::Idle) { 0 } else { n / 24 };
+    let slow_n = if matches!(other, Other::Idle) {
+        0
+    } else {
+        n / 24
+    };
     seed_for(&bench.db, n + slow_n, 0, "pending", "bench", FAST).await?;
     if slow_n > 0 {
         let sql = format!("UPDATE outbox_intents SET action = '{SLOW}' WHERE id % 25 = 0");
@@ -97,7 +101,17 @@ pub async fn run(
         hang,
         "intents/s",
     );
-    report.value("iso_slow_ratio", "    with 1 s provider / alone", slow / alone, "");
-    report.value("iso_hang_ratio", "    with silent provider / alone", hang / alone, "");
+    report.value(
+        "iso_slow_ratio",
+        "    with 1 s provider / alone",
+        slow / alone,
+        "",
+    );
+    report.value(
+        "iso_hang_ratio",
+        "    with silent provider / alone",
+        hang / alone,
+        "",
+    );
     Ok(())
 }

@@ -83,27 +83,28 @@ pub async fn delivery_rate(db: &Database, action: &str, n: usize) -> Result<f64,
 }
 
 /// Per operation of `tenant`: the first attempt's start (ms since the epoch).
-pub async fn first_attempts(
-    db: &Database,
-    tenant: &str,
-) -> Result<Vec<(String, f64)>, BenchError> {
+pub async fn first_attempts(db: &Database, tenant: &str) -> Result<Vec<(String, f64)>, BenchError> {
     Ok(match db {
-        Database::Postgres(pool) => sqlx::query_as(
-            "SELECT i.operation_id, (extract(epoch FROM min(a.started_at)) * 1000)::float8 \
+        Database::Postgres(pool) => {
+            sqlx::query_as(
+                "SELECT i.operation_id, (extract(epoch FROM min(a.started_at)) * 1000)::float8 \
              FROM outbox_intents i JOIN outbox_attempts a ON a.intent_id = i.id \
              WHERE i.tenant = $1 GROUP BY i.operation_id",
-        )
-        .bind(tenant)
-        .fetch_all(pool)
-        .await?,
-        Database::Sqlite(pool) => sqlx::query_as(
-            "SELECT i.operation_id, CAST(min(a.started_at) AS REAL) \
+            )
+            .bind(tenant)
+            .fetch_all(pool)
+            .await?
+        }
+        Database::Sqlite(pool) => {
+            sqlx::query_as(
+                "SELECT i.operation_id, CAST(min(a.started_at) AS REAL) \
              FROM outbox_intents i JOIN outbox_attempts a ON a.intent_id = i.id \
              WHERE i.tenant = ?1 GROUP BY i.operation_id",
-        )
-        .bind(tenant)
-        .fetch_all(pool)
-        .await?,
+            )
+            .bind(tenant)
+            .fetch_all(pool)
+            .await?
+        }
     })
 }
 

@@ -97,7 +97,7 @@ impl Scenarios {
             outage_intents: 2_000,
             fairness_backlog: 100_000,
             fairness_for: Duration::from_secs(10),
-            sweep_intents: intents / 2,
+            sweep_intents: intents / 4,
         }
     }
 

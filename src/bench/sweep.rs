@@ -50,6 +50,7 @@ fn grid(smoke: bool) -> Vec<Point> {
     for b in [25, 50, 200, 500] {
         points.push(Point::new(256, b, 256));
     }
+    points.push(Point::new(256, 100, 64));
     points.push(Point::new(512, 100, 64));
     points
 }

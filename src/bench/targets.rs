@@ -24,28 +24,98 @@ enum Source {
 }
 
 const TARGETS: &[(&str, Source, Goal)] = &[
-    ("isolation: fast rate with a 1 s provider / alone", Source::Key("iso_slow_ratio"), Goal::AtLeast(0.8)),
-    ("isolation: fast rate with a silent provider / alone", Source::Key("iso_hang_ratio"), Goal::AtLeast(0.8)),
-    ("rate limit: 429s received at rate_limit = 50/s", Source::Key("rl_429"), Goal::AtMost(0.0)),
-    ("rate limit: delivered per second", Source::Key("rl_rate"), Goal::AtLeast(45.0)),
-    ("breaker (refused): requests during the outage", Source::Key("brk_refused_sent"), Goal::AtMost(10.0)),
-    ("breaker (refused): most failed attempts of one intent", Source::Key("brk_refused_most"), Goal::AtMost(1.0)),
-    ("breaker (refused): not delivered after recovery", Source::Key("brk_refused_left"), Goal::AtMost(0.0)),
-    ("breaker (503): requests during the outage", Source::Key("brk_503_sent"), Goal::AtMost(10.0)),
-    ("breaker (503): most failed attempts of one intent", Source::Key("brk_503_most"), Goal::AtMost(1.0)),
-    ("breaker (503): not delivered after recovery", Source::Key("brk_503_left"), Goal::AtMost(0.0)),
-    ("fairness: tenant B commit → attempt start p99, ms", Source::Key("fair_b_p99"), Goal::AtMost(1000.0)),
-    ("defaults: end-to-end / min(raw DB, HTTP)", Source::OverMin("e2e", "raw_db", "http"), Goal::AtLeast(0.5)),
-    ("SQL CPU: own SQL per intent / raw queue per row", Source::CpuRatio("own_sql", "raw_db"), Goal::AtMost(2.0)),
-    ("latency: commit → attempt start p50, ms", Source::Key("lat_start_p50"), Goal::AtMost(2.0)),
-    ("latency: commit → attempt start p99, ms", Source::Key("lat_start_p99"), Goal::AtMost(15.0)),
-    ("latency: response → outcome durable p99, ms", Source::Key("lat_durable_p99"), Goal::AtMost(10.0)),
-    ("defaults: end-to-end at defaults / best of the sweep", Source::Key("sweep_default_ratio"), Goal::AtLeast(0.95)),
+    (
+        "isolation: fast rate with a 1 s provider / alone",
+        Source::Key("iso_slow_ratio"),
+        Goal::AtLeast(0.8),
+    ),
+    (
+        "isolation: fast rate with a silent provider / alone",
+        Source::Key("iso_hang_ratio"),
+        Goal::AtLeast(0.8),
+    ),
+    (
+        "rate limit: 429s received at rate_limit = 50/s",
+        Source::Key("rl_429"),
+        Goal::AtMost(0.0),
+    ),
+    (
+        "rate limit: delivered per second",
+        Source::Key("rl_rate"),
+        Goal::AtLeast(45.0),
+    ),
+    (
+        "breaker (refused): requests during the outage",
+        Source::Key("brk_refused_sent"),
+        Goal::AtMost(10.0),
+    ),
+    (
+        "breaker (refused): most failed attempts of one intent",
+        Source::Key("brk_refused_most"),
+        Goal::AtMost(1.0),
+    ),
+    (
+        "breaker (refused): not delivered after recovery",
+        Source::Key("brk_refused_left"),
+        Goal::AtMost(0.0),
+    ),
+    (
+        "breaker (503): requests during the outage",
+        Source::Key("brk_503_sent"),
+        Goal::AtMost(10.0),
+    ),
+    (
+        "breaker (503): most failed attempts of one intent",
+        Source::Key("brk_503_most"),
+        Goal::AtMost(1.0),
+    ),
+    (
+        "breaker (503): not delivered after recovery",
+        Source::Key("brk_503_left"),
+        Goal::AtMost(0.0),
+    ),
+    (
+        "fairness: tenant B commit → attempt start p99, ms",
+        Source::Key("fair_b_p99"),
+        Goal::AtMost(1000.0),
+    ),
+    (
+        "defaults: end-to-end / min(raw DB, HTTP)",
+        Source::OverMin("e2e", "raw_db", "http"),
+        Goal::AtLeast(0.5),
+    ),
+    (
+        "SQL CPU: own SQL per intent / raw queue per row",
+        Source::CpuRatio("own_sql", "raw_db"),
+        Goal::AtMost(2.0),
+    ),
+    (
+        "latency: commit → attempt start p50, ms",
+        Source::Key("lat_start_p50"),
+        Goal::AtMost(2.0),
+    ),
+    (
+        "latency: commit → attempt start p99, ms",
+        Source::Key("lat_start_p99"),
+        Goal::AtMost(15.0),
+    ),
+    (
+        "latency: response → outcome durable p99, ms",
+        Source::Key("lat_durable_p99"),
+        Goal::AtMost(10.0),
+    ),
+    (
+        "defaults: end-to-end at defaults / best of the sweep",
+        Source::Key("sweep_default_ratio"),
+        Goal::AtLeast(0.95),
+    ),
 ];
 
 fn cpu_per_item(report: &Report, key: &str) -> Option<f64> {
     let rate = report.get(key).filter(|r| *r > 0.0)?;
-    let busy = report.get(&format!("busy_{key}")).map_or(1.0, |b| b / 100.0);
+    let busy = report
+        .get(&format!("busy_{key}"))
+        .map_or(1.0, |b| b / 100.0);
     Some(busy / rate)
 }
 
@@ -61,7 +131,14 @@ fn value(report: &Report, source: Source) -> Option<f64> {
 /// the lines; `smoke` prints no verdicts.
 pub fn print(report: &Report, smoke: bool) -> String {
     let mut text = String::from("| target | figure | goal | verdict |\n|---|---|---|---|\n");
-    println!("-- targets (issue 15){}", if smoke { " — smoke run, not judged" } else { "" });
+    println!(
+        "-- targets (issue 15){}",
+        if smoke {
+            " — smoke run, not judged"
+        } else {
+            ""
+        }
+    );
     for (label, source, goal) in TARGETS {
         let (goal_text, met) = match (*goal, value(report, *source)) {
             (Goal::AtLeast(t), v) => (format!(">= {t}"), v.map(|v| v >= t)),

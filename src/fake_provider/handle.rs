@@ -161,7 +161,8 @@ impl FakeProvider {
     /// scripted or random fault); `None` removes the limit.
     pub fn set_rate_limit(&self, limit: Option<(u32, u32)>) {
         let now = std::time::Instant::now();
-        self.state().rate = limit.map(|(per_second, burst)| RateWindow::new(per_second, burst, now));
+        self.state().rate =
+            limit.map(|(per_second, burst)| RateWindow::new(per_second, burst, now));
     }
 
     /// How many requests the rate limit answered with `429` so far.
