@@ -1,4 +1,4 @@
-//! End-to-end throughput of the real daemon: `outboxd run` as a child process drains
+//! End-to-end throughput of the real daemon at its shipped defaults: `outboxd run` as a child process drains
 //! pre-seeded intents to the loopback provider; the rate is taken from the database (first
 //! attempt start to last recorded outcome), and the child's peak RSS and CPU time from
 //! `/proc`. Shapes: an empty table, a large finished history, a large backlog, and a
@@ -7,9 +7,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::ceilings::{BATCH, LANES};
 use super::report::Report;
-use super::setup::{seed, BenchDb, ACTION};
+use super::setup::{seed, BenchDb};
 use super::{BenchError, BenchOptions};
 use crate::fake_provider::FakeProvider;
 use crate::store::Database;
@@ -27,15 +26,12 @@ pub enum Shape {
     LongTransaction(u64),
 }
 
+/// The shipped defaults, one provider (what a user who does not tune runs).
 fn config(url: &str, provider: &FakeProvider) -> String {
-    format!(
-        "[database]\nurl = \"{url}\"\nmax_connections = 8\n\
-         [dispatcher]\nowner = \"bench\"\nbatch_size = {BATCH}\nconcurrency = {concurrency}\nlease = \"30s\"\npoll_interval = \"50ms\"\n\
-         [admin]\nlisten = \"127.0.0.1:0\"\n[logging]\nformat = \"json\"\nlevel = \"warn\"\n\
-         [providers.bench]\nbase_url = \"{}\"\nallow_private_addresses = true\nconnect_timeout = \"1s\"\nrequest_timeout = \"5s\"\n\
-         [actions.{ACTION}]\nprovider = \"bench\"\nmethod = \"POST\"\npath = \"/keyed/bench\"\nretry_safety = \"idempotent_with_key\"\nreference_pointer = \"/id\"\n",
-        provider.base_url(),
-        concurrency = BATCH as usize * LANES
+    super::daemon::config(
+        url,
+        "",
+        &[super::daemon::ProviderSpec::bench(provider.base_url())],
     )
 }
 
@@ -203,7 +199,7 @@ pub async fn throughput(
         Shape::Empty => {
             report.value(
                 "e2e",
-                "(1) end-to-end: outboxd run draining the backlog",
+                "(1) end-to-end at the shipped defaults, draining the backlog",
                 rate,
                 "intents/s",
             );

@@ -1,7 +1,7 @@
 //! Latency under a steady offered load (PostgreSQL): producers commit intents at a fixed
 //! rate while the daemon runs; the commit → attempt start and commit → outcome recorded
 //! percentiles come from the commit instants the producers saw and the times the daemon
-//! recorded.
+//! recorded; response received → outcome durable comes from [`super::durable`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -67,6 +67,7 @@ pub async fn offered_load(
     let Database::Postgres(pool) = &bench.db else {
         return Ok(());
     };
+    let durable = super::durable::Durable::install(pool).await?;
     let (child, _config) = super::e2e::start_for_latency(options, &bench.url, provider)?;
     // Let the daemon start (LISTEN registered) before the first commit.
     super::e2e::wait_ready(&bench.db, Duration::from_secs(30)).await?;
@@ -82,6 +83,8 @@ pub async fn offered_load(
     let expected = (total * PRODUCERS) as usize;
     super::e2e::wait_all_finished(&bench.db, expected, Duration::from_secs(120)).await?;
     super::e2e::stop_child(child);
+    let mut durable = durable.finish(pool).await?;
+    durable.sort_by(f64::total_cmp);
     let rows: Vec<(String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
         "SELECT i.operation_id, min(a.started_at), i.finished_at FROM outbox_intents i \
          JOIN outbox_attempts a ON a.intent_id = i.id WHERE i.finished_at IS NOT NULL \
@@ -118,6 +121,14 @@ pub async fn offered_load(
                 "ms",
             );
         }
+    }
+    for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
+        report.value(
+            &format!("lat_durable_{name}"),
+            &format!("(5) response received → outcome durable {name} at {rate}/s offered"),
+            percentile(&durable, p),
+            "ms",
+        );
     }
     bench.drop_now().await;
     Ok(())

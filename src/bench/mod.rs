@@ -12,16 +12,31 @@
 //! Files: [`setup`] (fresh database, seeding), [`ceilings`] (raw, own SQL, HTTP, naive),
 //! [`e2e`] (the daemon as a child process, resources), [`cpu`] (how busy the machine was), [`latency`] (offered load),
 //! [`producer`] (enqueue overhead), [`report`] (the table).
+//!
+//! The scenarios of issue 15, each in a module: [`isolation`] (a slow or silent provider
+//! beside a fast one), [`ratelimit`], [`breaker`], [`fairness`] (tenants), [`sweep`] (the
+//! defaults against the best setting), [`durable`] (response → outcome durable); their
+//! targets are judged in [`targets`]. [`daemon`] writes the config and runs `outboxd`,
+//! [`measure`] reads figures back from the database.
 
+pub mod breaker;
 pub mod ceilings;
 pub mod cpu;
+pub mod daemon;
+pub mod durable;
 pub mod e2e;
+pub mod fairness;
+pub mod isolation;
 pub mod latency;
+pub mod measure;
 pub mod metrics_cost;
 pub mod producer;
+pub mod ratelimit;
 pub mod report;
 pub mod retention;
 pub mod setup;
+pub mod sweep;
+pub mod targets;
 
 use std::time::Duration;
 
@@ -51,6 +66,61 @@ pub struct BenchOptions {
     /// Finished rows pruned while dispatching in the retention run (0 skips it and the
     /// bloat run).
     pub prune_rows: usize,
+    /// The sizes of the issue-15 scenarios.
+    pub scenarios: Scenarios,
+    /// A small CI run: targets are printed, not judged.
+    pub smoke: bool,
+}
+
+/// Sizes of the issue-15 scenarios (see the modules).
+#[derive(Debug, Clone)]
+pub struct Scenarios {
+    /// Fast intents per isolation drain (0 skips isolation).
+    pub isolation_intents: usize,
+    /// Intents through the rate limit (0 skips it).
+    pub rate_limit_intents: usize,
+    /// Length of each breaker outage (zero skips the breaker).
+    pub outage: Duration,
+    /// Breaker cool-down to configure (`None`: the default).
+    pub breaker_cooldown: Option<&'static str>,
+    /// Intents waiting during an outage.
+    pub outage_intents: usize,
+    /// Tenant A's backlog (0 skips fairness).
+    pub fairness_backlog: usize,
+    /// How long tenant B commits.
+    pub fairness_for: Duration,
+    /// Intents per sweep point (0 skips the sweep).
+    pub sweep_intents: usize,
+}
+
+impl Scenarios {
+    /// Full sizes.
+    pub fn full(intents: usize) -> Self {
+        Self {
+            isolation_intents: 10_000,
+            rate_limit_intents: 1_000,
+            outage: Duration::from_secs(30),
+            breaker_cooldown: None,
+            outage_intents: 2_000,
+            fairness_backlog: 100_000,
+            fairness_for: Duration::from_secs(10),
+            sweep_intents: intents / 4,
+        }
+    }
+
+    /// Seconds, not minutes.
+    pub fn smoke() -> Self {
+        Self {
+            isolation_intents: 300,
+            rate_limit_intents: 60,
+            outage: Duration::from_secs(3),
+            breaker_cooldown: Some("1s"),
+            outage_intents: 100,
+            fairness_backlog: 2_000,
+            fairness_for: Duration::from_secs(1),
+            sweep_intents: 300,
+        }
+    }
 }
 
 /// Why the benchmark could not run.
@@ -126,8 +196,10 @@ pub async fn run(options: &BenchOptions) -> Result<report::Report, BenchError> {
     if options.producer_commits > 0 {
         producer::overhead(options, &mut report).await?;
     }
+    scenarios(options, &provider, &mut report).await?;
     scale_ops(options, &provider, &mut report).await?;
     report.finish();
+    targets::print(&report, options.smoke);
     Ok(report)
 }
 
@@ -150,5 +222,42 @@ pub async fn run_scale_ops(options: &BenchOptions) -> Result<report::Report, Ben
     let provider = fast_provider()?;
     scale_ops(options, &provider, &mut report).await?;
     report.finish();
+    targets::print(&report, options.smoke);
     Ok(report)
+}
+
+/// The issue-15 scenarios.
+async fn scenarios(
+    options: &BenchOptions,
+    provider: &FakeProvider,
+    report: &mut report::Report,
+) -> Result<(), BenchError> {
+    let s = &options.scenarios;
+    report.section("provider isolation, rate limit, breaker, fairness");
+    if s.isolation_intents > 0 {
+        isolation::run(options, provider, s.isolation_intents, report).await?;
+    }
+    if s.rate_limit_intents > 0 {
+        ratelimit::run(options, s.rate_limit_intents, report).await?;
+    }
+    if !s.outage.is_zero() {
+        let outage = breaker::Outage {
+            length: s.outage,
+            cooldown: s.breaker_cooldown,
+            intents: s.outage_intents,
+        };
+        breaker::run(options, &outage, report).await?;
+    }
+    if s.fairness_backlog > 0 {
+        let shape = fairness::Fairness {
+            backlog: s.fairness_backlog,
+            produce_for: s.fairness_for,
+        };
+        fairness::run(options, provider, &shape, report).await?;
+    }
+    if s.sweep_intents > 0 {
+        report.section("defaults against a sweep of settings");
+        sweep::run(options, provider, s.sweep_intents, options.smoke, report).await?;
+    }
+    Ok(())
 }

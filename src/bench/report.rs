@@ -49,6 +49,15 @@ impl Report {
         }
     }
 
+    /// An empty report that printed no header (unit tests).
+    #[cfg(test)]
+    pub(crate) fn quiet() -> Self {
+        Self {
+            header: String::new(),
+            rows: Vec::new(),
+        }
+    }
+
     /// Prints a section heading.
     pub fn section(&mut self, name: &str) {
         println!("-- {name}");

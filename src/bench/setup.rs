@@ -95,6 +95,19 @@ pub async fn seed(
     offset: usize,
     state: &str,
 ) -> Result<(), BenchError> {
+    seed_for(db, count, offset, state, "bench", ACTION).await
+}
+
+/// [`seed`] for a given tenant and action (operation ids `op-<n>` must not repeat within
+/// a tenant: give each call its own range through `offset`).
+pub async fn seed_for(
+    db: &Database,
+    count: usize,
+    offset: usize,
+    state: &str,
+    tenant: &str,
+    action: &str,
+) -> Result<(), BenchError> {
     const CHUNK: usize = 50_000;
     let mut done = 0;
     while done < count {
@@ -105,15 +118,16 @@ pub async fn seed(
                 sqlx::query(
                     "INSERT INTO outbox_intents (tenant, operation_id, action, payload, payload_sha256, \
                      idempotency_key, state, next_attempt_at, created_at, finished_at, attempt_count) \
-                     SELECT 'bench', 'op-' || g, $3, jsonb_build_object('n', g, 'amount', 1250, 'note', repeat('x', 160)), \
+                     SELECT $5, 'op-' || g, $3, jsonb_build_object('n', g, 'amount', 1250, 'note', repeat('x', 160)), \
                      encode(sha256(convert_to('op-' || g, 'UTF8')), 'hex'), 'key-' || g, $4, now(), now(), \
                      CASE WHEN $4 = 'delivered' THEN now() END, CASE WHEN $4 = 'delivered' THEN 1 ELSE 0 END \
                      FROM generate_series($1::bigint, $2::bigint) g",
                 )
                 .bind(from)
                 .bind(to)
-                .bind(ACTION)
+                .bind(action)
                 .bind(state)
+                .bind(tenant)
                 .execute(pool)
                 .await?;
             }
@@ -122,15 +136,16 @@ pub async fn seed(
                     "WITH RECURSIVE g(n) AS (SELECT ?1 UNION ALL SELECT n + 1 FROM g WHERE n < ?2) \
                      INSERT INTO outbox_intents (tenant, operation_id, action, payload, payload_sha256, \
                      idempotency_key, state, next_attempt_at, created_at, updated_at, finished_at, attempt_count) \
-                     SELECT 'bench', 'op-' || n, ?3, json_object('n', n, 'amount', 1250, 'note', printf('%.160c', 'x')), \
+                     SELECT ?6, 'op-' || n, ?3, json_object('n', n, 'amount', 1250, 'note', printf('%.160c', 'x')), \
                      lower(hex(randomblob(32))), 'key-' || n, ?4, ?5, ?5, ?5, \
                      CASE WHEN ?4 = 'delivered' THEN ?5 END, CASE WHEN ?4 = 'delivered' THEN 1 ELSE 0 END FROM g",
                 )
                 .bind(from)
                 .bind(to)
-                .bind(ACTION)
+                .bind(action)
                 .bind(state)
                 .bind(chrono::Utc::now().timestamp_millis())
+                .bind(tenant)
                 .execute(pool)
                 .await?;
             }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use outboxd::bench::{run, run_scale_ops, BenchOptions};
+use outboxd::bench::{run, run_scale_ops, BenchOptions, Scenarios};
 
 /// Measures outboxd's throughput, latency and cost against ceilings taken in the same run.
 #[derive(Debug, Parser)]
@@ -47,6 +47,10 @@ struct Args {
     /// Run only the operations-at-scale figures (metrics cost, pruning, bloat).
     #[arg(long)]
     scale_ops_only: bool,
+    /// Skip the scale, long-transaction, producer and operations-at-scale runs (ceilings,
+    /// end-to-end, latency and the issue-15 scenarios only).
+    #[arg(long)]
+    only_scenarios: bool,
     /// A small run for CI: a few hundred intents, short phases, no targets.
     #[arg(long)]
     smoke: bool,
@@ -64,11 +68,12 @@ async fn main() -> ExitCode {
         eprintln!("error: the outboxd binary must sit next to outboxd-bench (cargo build --release builds both)");
         return ExitCode::FAILURE;
     };
+    let intents = args
+        .intents
+        .unwrap_or(if postgres { 50_000 } else { 20_000 });
     let mut options = BenchOptions {
         database: args.database.clone(),
-        intents: args
-            .intents
-            .unwrap_or(if postgres { 50_000 } else { 20_000 }),
+        intents,
         scale_rows: args.scale_rows,
         offered_rate: args.offered_rate,
         offered_for: Duration::from_secs(args.offered_secs),
@@ -77,7 +82,16 @@ async fn main() -> ExitCode {
         daemon_binary,
         metrics_rows: args.metrics_rows,
         prune_rows: args.prune_rows,
+        scenarios: Scenarios::full(intents),
+        smoke: args.smoke,
     };
+    if args.only_scenarios {
+        options.scale_rows = 0;
+        options.long_transaction_secs = 0;
+        options.producer_commits = 0;
+        options.metrics_rows = 0;
+        options.prune_rows = 0;
+    }
     if args.smoke {
         options.intents = args.intents.unwrap_or(300);
         options.scale_rows = 2_000;
@@ -87,6 +101,7 @@ async fn main() -> ExitCode {
         options.producer_commits = 200;
         options.metrics_rows = 20_000;
         options.prune_rows = 5_000;
+        options.scenarios = Scenarios::smoke();
     }
     let result = if args.scale_ops_only {
         run_scale_ops(&options).await

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::fault::{FaultRule, RandomFaults};
 use super::ledger::{Effect, RequestRecord};
+use super::rate::RateWindow;
 use super::server::{accept_loop, bind_listener, Shared, State};
 use super::FakeProviderOptions;
 
@@ -153,6 +154,20 @@ impl FakeProvider {
     pub fn set_key_expiry(&self, expiry: Option<Duration>) {
         let expiry = expiry.map(|d| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX));
         self.state().ledger.set_key_expiry(expiry);
+    }
+
+    /// Answers `429` with `Retry-After: 1` (not applied) to requests above `per_second`,
+    /// allowing `burst` at once after a quiet period (a token bucket, checked before any
+    /// scripted or random fault); `None` removes the limit.
+    pub fn set_rate_limit(&self, limit: Option<(u32, u32)>) {
+        let now = std::time::Instant::now();
+        self.state().rate =
+            limit.map(|(per_second, burst)| RateWindow::new(per_second, burst, now));
+    }
+
+    /// How many requests the rate limit answered with `429` so far.
+    pub fn rate_limited_count(&self) -> u64 {
+        self.state().rate.as_ref().map_or(0, RateWindow::refused)
     }
 
     /// Appends a scripted fault rule. For each request the first rule that matches (in push

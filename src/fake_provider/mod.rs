@@ -3,7 +3,7 @@
 //! [`FakeProvider`] is a small, real HTTP/1.1 server (raw `tokio` sockets, keep-alive,
 //! `Content-Length` bodies) that **records effects per idempotency key** and **injects
 //! faults exactly**: a silent close, a TCP reset, a late answer, a wrong status, a huge or
-//! endless body, a redirect, refused connections.
+//! endless body, a redirect, refused connections, 429s above a request rate.
 //!
 //! Endpoints (the idempotency-key header name is configurable, default `Idempotency-Key`):
 //!
@@ -20,7 +20,7 @@
 //!
 //! Files: `handle` (the public handle), `fault` (faults, rules, random mode), `ledger`
 //! (records, dedup), `parse` and `http` (request reading), `response` (wire format),
-//! `connection` (one client, fault execution), `server` (shared state, accept loop).
+//! `rate` (a provider-side rate limit answering 429), `connection` (one client, fault execution), `server` (shared state, accept loop).
 
 mod connection;
 mod fault;
@@ -28,6 +28,7 @@ mod handle;
 mod http;
 mod ledger;
 mod parse;
+mod rate;
 mod response;
 mod server;
 

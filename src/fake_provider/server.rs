@@ -1,5 +1,5 @@
 //! The fake provider's shared state and listener: [`Shared`] (options, records, faults,
-//! latency, the wake-up for waiters), the per-request critical section
+//! latency, the rate limit, the wake-up for waiters), the per-request critical section
 //! ([`Shared::process`]), binding the loopback socket, and the accept loop that owns every
 //! connection task (dropping the loop closes them all).
 
@@ -18,6 +18,7 @@ use super::connection::serve_connection;
 use super::fault::{Fault, FaultPlan};
 use super::http::Request;
 use super::ledger::{Ledger, Reply, RequestRecord, Route};
+use super::rate::RateWindow;
 
 /// Listen backlog: generous, so benchmark bursts are not refused.
 const BACKLOG: i32 = 1024;
@@ -29,6 +30,8 @@ pub(crate) struct State {
     pub(crate) ledger: Ledger,
     /// Scripted and random faults.
     pub(crate) faults: FaultPlan,
+    /// The provider-side rate limit, if set (checked before any fault).
+    pub(crate) rate: Option<RateWindow>,
 }
 
 /// State shared by the handle, the accept loop and every connection task.
@@ -119,7 +122,18 @@ impl Shared {
         });
         let mut state = self.lock();
         let seq = state.ledger.begin_request(key);
-        let fault = state.faults.select(target, key);
+        let limited = state
+            .rate
+            .as_mut()
+            .is_some_and(|r| !r.admit(std::time::Instant::now()));
+        let fault = if limited {
+            Some(Fault::StatusWithoutApply {
+                status: 429,
+                retry_after: Some("1".to_owned()),
+            })
+        } else {
+            state.faults.select(target, key)
+        };
         let reply = match &fault {
             Some(f) if !f.applies() => Reply::Skipped,
             _ => state.ledger.apply(route, key, target, &body, at),

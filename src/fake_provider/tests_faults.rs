@@ -204,3 +204,21 @@ async fn redirect_without_apply() {
     assert_eq!(resp.headers()["location"], "https://elsewhere.invalid/x");
     assert_eq!(p.effect_count(), 0);
 }
+
+#[tokio::test]
+async fn requests_above_the_rate_limit_get_429_and_no_effect() {
+    let p = start();
+    p.set_rate_limit(Some((1, 2)));
+    let c = client();
+    let mut statuses = Vec::new();
+    for n in 0..3 {
+        let (status, _) = post(&c, &p, "/keyed/x", Some(&format!("rl-{n}"))).await;
+        statuses.push(status);
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!(p.rate_limited_count(), 1);
+    assert_eq!(p.effect_count(), 2, "the refused request was not applied");
+    p.set_rate_limit(None);
+    let (status, _) = post(&c, &p, "/keyed/x", Some("rl-3")).await;
+    assert_eq!(status, 200);
+}
