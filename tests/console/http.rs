@@ -4,6 +4,7 @@
 //! bulk change.
 
 use outboxd::intent::IntentState;
+use outboxd::store::ProviderStateRow;
 use outboxd::NewIntent;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -328,7 +329,63 @@ async fn another_tenant_never_shows(t: &TestDb) {
     assert_eq!(scalar(&h.db, sql).await, 0);
 }
 
+async fn the_dashboard_shows_each_daemons_provider_state(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let server = AdminServer::start(&h.db).await;
+    let page = Page::sign_in(&server, ACME_VIEWER).await;
+    let empty = page.get("/review").await;
+    assert_eq!(empty.status, StatusCode::OK);
+    assert!(
+        empty.text.contains("id=\"providers-none\""),
+        "{}",
+        empty.text
+    );
+    let now = chrono::Utc::now();
+    let row = |owner: &str, breaker: &str, age_secs: i64| ProviderStateRow {
+        owner: owner.to_owned(),
+        provider: "payments".to_owned(),
+        in_flight: 7,
+        max_in_flight: 32,
+        rate_limited_waits: 4,
+        breaker: breaker.to_owned(),
+        breaker_open_until: (breaker == "open").then(|| now + chrono::Duration::seconds(20)),
+        paused_until: None,
+        updated_at: now - chrono::Duration::seconds(age_secs),
+    };
+    let store = h.db.store();
+    let never = now - chrono::Duration::hours(1);
+    store
+        .publish_provider_states("replica-1", &[row("replica-1", "open", 0)], never)
+        .await
+        .unwrap();
+    store
+        .publish_provider_states("replica-2", &[row("replica-2", "closed", 120)], never)
+        .await
+        .unwrap();
+    let shown = page.get("/review").await;
+    assert_eq!(shown.status, StatusCode::OK);
+    let live = shown
+        .text
+        .split("id=\"provider-payments-replica-1\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row for replica-1: {}", shown.text));
+    assert!(
+        live.contains("7 / 32") && live.contains("open until"),
+        "{live}"
+    );
+    assert!(!live.contains("STALE"), "{live}");
+    let dead = shown
+        .text
+        .split("id=\"provider-payments-replica-2\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row for replica-2: {}", shown.text));
+    assert!(dead.contains("closed") && dead.contains("STALE"), "{dead}");
+}
+
 crate::both_backends!(
+    the_dashboard_shows_each_daemons_provider_state,
     filters_search_and_pages_work,
     the_intent_page_says_why_it_waits,
     cancel_goes_through_a_dry_run,

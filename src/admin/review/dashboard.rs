@@ -1,8 +1,8 @@
 //! `GET /review`: the dashboard of the signed-in user's tenants — intents per state with a
 //! per-action breakdown, the oldest due intent, the reconciliation backlog, and attempts
-//! over the last hour by outcome class. Built as a [`Dashboard`] view (pure, from the
-//! store's counts) and then rendered, so further sections (per-provider state) are one
-//! more field and one more block.
+//! over the last hour by outcome class, and each running daemon's provider bulkheads (in
+//! flight, breaker, `Retry-After` pause, rate-limited waits, as the daemons publish them).
+//! Built as a [`Dashboard`] view (pure, from the store's reads) and then rendered.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -16,8 +16,9 @@ use super::html::{age, layout, time};
 use super::{page, pages, session};
 use crate::admin::auth::Caller;
 use crate::admin::AdminContext;
+use crate::dispatch::publish::is_stale;
 use crate::intent::IntentState;
-use crate::store::{AttemptEnd, ConsoleCounts};
+use crate::store::{AttemptEnd, ConsoleCounts, ProviderStateRow};
 
 /// How many of the latest attempt rows the chart looks at.
 const CHART_SCAN: u32 = 20_000;
@@ -46,6 +47,9 @@ pub(super) struct Dashboard {
     pub reconciliation_oldest: Option<(i64, DateTime<Utc>)>,
     /// Attempts over the last hour.
     pub chart: Chart,
+    /// Each running daemon's published provider state (provider state holds no tenant
+    /// data); `None` when it could not be read (an older schema, a failed query).
+    pub providers: Option<Vec<ProviderStateRow>>,
     /// When the page was built.
     pub now: DateTime<Utc>,
 }
@@ -78,6 +82,7 @@ impl Dashboard {
             reconciliation_open: counts.reconciliation_open,
             reconciliation_oldest: counts.reconciliation_oldest,
             chart: chart::bucket(ends, now),
+            providers: None,
             now,
         }
     }
@@ -95,9 +100,12 @@ pub(super) async fn dashboard(State(ctx): State<AdminContext>, headers: HeaderMa
         .store
         .recent_attempt_ends(scope, chart::since(now), CHART_SCAN)
         .await;
+    // The page still shows the counts when provider states cannot be read.
+    let providers = ctx.store.list_provider_states().await.ok();
     match (counts, ends) {
         (Ok(counts), Ok(ends)) => {
-            let view = Dashboard::build(counts, &ends, now);
+            let mut view = Dashboard::build(counts, &ends, now);
+            view.providers = providers;
             page(StatusCode::OK, render(&view, &s.caller))
         }
         (Err(e), _) | (_, Err(e)) => error_page(Some(&s), &e.into()),
@@ -156,8 +164,46 @@ fn render(d: &Dashboard, caller: &Caller) -> String {
         }
         h2 { "Attempts over the last hour" }
         (chart::svg(&d.chart))
+        h2 { "Providers" }
+        (providers(d))
     };
     layout("Dashboard", Some(caller), &body.into_string())
+}
+
+/// The provider section: one row per provider and publishing daemon.
+fn providers(d: &Dashboard) -> Markup {
+    let until = |at: Option<DateTime<Utc>>| at.filter(|t| *t > d.now);
+    html! {
+        @match &d.providers {
+            None => p.muted id="providers-unavailable" { "provider states could not be read" },
+            Some(rows) if rows.is_empty() => p.muted id="providers-none" {
+                "no daemon has published provider state (none running against this database)"
+            },
+            Some(rows) => table id="providers" {
+                thead { tr {
+                    th { "Provider" } th { "Daemon" } th { "In flight" } th { "Breaker" }
+                    th { "Paused until" } th { "Rate-limited waits" } th { "Updated" }
+                } }
+                tbody { @for r in rows {
+                    tr id={"provider-" (r.provider) "-" (r.owner)} {
+                        td { (r.provider) }
+                        td { (r.owner) }
+                        td { (r.in_flight) " / " (r.max_in_flight) }
+                        td {
+                            (r.breaker)
+                            @if let Some(at) = until(r.breaker_open_until) { " until " (time(at)) }
+                        }
+                        td { @match until(r.paused_until) { Some(at) => (time(at)), None => span.muted { "not paused" } } }
+                        td { (r.rate_limited_waits) }
+                        td {
+                            (age(r.updated_at, d.now)) " ago"
+                            @if is_stale(r, d.now) { " " strong.stale { "STALE" } }
+                        }
+                    }
+                } }
+            },
+        }
+    }
 }
 
 #[cfg(test)]
