@@ -214,22 +214,35 @@ async fn open(
                     path: resolved_path(options.get_filename()),
                 });
             }
-            options = if mode == OpenMode::ReadOnly {
-                // The journal mode is a property of the file (WAL, set when it was
-                // created); a read-only connection cannot and need not set it.
-                options.read_only(true)
-            } else {
-                options
-                    .journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Full)
-            };
-            let pool = SqlitePoolOptions::new()
+            let pool_options = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
-                .acquire_timeout(Duration::from_secs(10))
-                .connect_with(options)
-                .await
-                .map_err(open_err)?;
-            Ok(Database::Sqlite(pool))
+                .acquire_timeout(Duration::from_secs(10));
+            if mode != OpenMode::ReadOnly {
+                let options = options
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Full);
+                let pool = pool_options.connect_with(options).await.map_err(open_err)?;
+                return Ok(Database::Sqlite(pool));
+            }
+            // Read-only. A connection opened with SQLITE_OPEN_READONLY on a WAL database
+            // creates `-wal` and `-shm` beside it and, unable to checkpoint, leaves them
+            // there after a stopped daemon's clean close. So open read-write without
+            // creating and refuse every write with `query_only`: the last connection to
+            // close then checkpoints and removes them, as the daemon's would. Only a file
+            // this user may not write is opened truly read-only (and may leave them). The
+            // journal mode is a property of the file (WAL, set when it was created); a
+            // reader neither needs nor sets it.
+            let query_only = options.clone().pragma("query_only", "ON");
+            match pool_options.clone().connect_with(query_only).await {
+                Ok(pool) => Ok(Database::Sqlite(pool)),
+                Err(_) => {
+                    let pool = pool_options
+                        .connect_with(options.read_only(true))
+                        .await
+                        .map_err(open_err)?;
+                    Ok(Database::Sqlite(pool))
+                }
+            }
         }
     }
 }
@@ -375,6 +388,48 @@ mod tests {
             .await
             .unwrap();
         pool.close().await;
+    }
+
+    /// The files SQLite keeps beside `path` while a WAL database is open.
+    fn wal_files(path: &Path) -> Vec<PathBuf> {
+        ["-wal", "-shm"]
+            .iter()
+            .map(|suffix| PathBuf::from(format!("{}{suffix}", path.display())))
+            .filter(|p| p.exists())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_read_only_open_of_a_stopped_database_leaves_no_files_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outbox.db");
+        let url = format!("sqlite://{}", path.display());
+        let Database::Sqlite(pool) = connect(&url, 1).await.unwrap() else {
+            panic!("sqlite")
+        };
+        sqlx::query("CREATE TABLE t (x INTEGER)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        assert_eq!(wal_files(&path), Vec::<PathBuf>::new(), "closed cleanly");
+        let Database::Sqlite(pool) = connect_with_mode(&url, 2, OpenMode::ReadOnly)
+            .await
+            .unwrap()
+        else {
+            panic!("sqlite")
+        };
+        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(count, 0);
+        pool.close().await;
+        assert_eq!(
+            wal_files(&path),
+            Vec::<PathBuf>::new(),
+            "a read-only command left files beside a stopped database"
+        );
     }
 
     #[tokio::test]
