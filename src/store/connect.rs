@@ -203,7 +203,7 @@ async fn open(
             Ok(Database::Postgres(pool))
         }
         DatabaseUrl::Sqlite(url) => {
-            let mut options = SqliteConnectOptions::from_str(&url)
+            let options = SqliteConnectOptions::from_str(&url)
                 .map_err(open_err)?
                 .create_if_missing(mode == OpenMode::Create)
                 .foreign_keys(true)
