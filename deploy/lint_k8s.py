@@ -163,6 +163,9 @@ if dep:
     ann = tmpl["metadata"].get("annotations") or {}
     if ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/path") != "/metrics":
         err("Deployment: prometheus scrape annotations missing")
+    if ports.get("metrics") != 9464 or ann.get("prometheus.io/port") != "9464":
+        err("Deployment: no container port `metrics` 9464 scraped by the annotations "
+            "([admin] metrics_listen)")
     if not pod.get("topologySpreadConstraints") and not (pod.get("affinity") or {}).get("podAntiAffinity"):
         err("Deployment: no topologySpreadConstraints or podAntiAffinity")
     # The migrate init container: same image, `migrate`, database credentials only.
@@ -210,8 +213,17 @@ if np:
     if sorted(s.get("policyTypes") or []) != ["Egress", "Ingress"]:
         err("NetworkPolicy: policyTypes must be Ingress and Egress")
     ingress_ports = {p.get("port") for r in s.get("ingress") or [] for p in r.get("ports") or []}
-    if ingress_ports != {8080}:
-        err(f"NetworkPolicy: ingress ports {ingress_ports}, expected only the admin port 8080")
+    if ingress_ports != {8080, 9464}:
+        err(f"NetworkPolicy: ingress ports {ingress_ports}, expected the admin port 8080 and "
+            "the metrics port 9464 only")
+    for r in s.get("ingress") or []:
+        rule_ports = {p.get("port") for p in r.get("ports") or []}
+        from_monitoring = any((f.get("namespaceSelector") or {}).get("matchLabels", {})
+                              .get("kubernetes.io/metadata.name") == "monitoring"
+                              for f in r.get("from") or [])
+        if from_monitoring and 8080 in rule_ports:
+            err("NetworkPolicy: the monitoring namespace may reach the admin API's port 8080; "
+                "it needs only the metrics port 9464")
     egress_ports = {p.get("port") for r in s.get("egress") or [] for p in r.get("ports") or []}
     for port, what in ((53, "DNS"), (5432, "PostgreSQL"), (443, "providers' HTTPS")):
         if port not in egress_ports:
@@ -233,11 +245,11 @@ for pm in load_all(os.path.join(root, "podmonitor.yaml")):
     if any(pod_labels.get(k) != v for k, v in (s.get("selector") or {}).get("matchLabels", {}).items()):
         err("PodMonitor: selector does not match the Deployment's pods")
     eps = s.get("podMetricsEndpoints") or []
-    if not eps or eps[0].get("port") != "admin" or eps[0].get("path") != "/metrics":
-        err("PodMonitor: first endpoint is not port admin, path /metrics")
+    if not eps or eps[0].get("port") != "metrics" or eps[0].get("path") != "/metrics":
+        err("PodMonitor: first endpoint is not port metrics, path /metrics")
     if s.get("jobLabel") != "app.kubernetes.io/name" or pod_labels.get("app.kubernetes.io/name") != "outboxd":
         err("PodMonitor: job label would not be outboxd (the rules use job=\"outboxd\")")
-    print("ok: podmonitor.yaml scrapes port admin /metrics as job outboxd")
+    print("ok: podmonitor.yaml scrapes port metrics /metrics as job outboxd")
 
 
 def env_names(node, out):
@@ -279,6 +291,8 @@ if cfg:
         err("outboxd.toml: database.url contains a password")
     if cfg.get("admin", {}).get("listen") != "0.0.0.0:8080":
         err("outboxd.toml: admin.listen is not 0.0.0.0:8080")
+    if cfg.get("admin", {}).get("metrics_listen") != "0.0.0.0:9464":
+        err("outboxd.toml: admin.metrics_listen is not 0.0.0.0:9464 (the container's metrics port)")
     d = cfg.get("dispatcher", {})
     lease = seconds(d.get("lease", "30s"))
     sgrace = seconds(d.get("shutdown_grace", "20s"))
