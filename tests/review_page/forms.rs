@@ -443,6 +443,33 @@ async fn other_tenants_are_invisible_on_every_page(t: &TestDb) {
     );
 }
 
+/// A database failure behind a page: 500, and the page names the request id to look up in
+/// the daemon's log (the same id as the response's `x-request-id`).
+async fn an_internal_error_page_names_its_request_id(t: &TestDb) {
+    let server = AdminServer::start(&t.db).await;
+    let page = Page::sign_in(&server, ACME_OPS).await;
+    t.db.close().await;
+    let failed = page.get("/review/queue").await;
+    assert_eq!(
+        failed.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{}",
+        failed.text
+    );
+    let id = failed
+        .headers
+        .get("x-request-id")
+        .expect("x-request-id on the response")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        failed.text.contains(&format!("request id {id}")),
+        "the page names request id {id}: {}",
+        failed.text
+    );
+}
+
 crate::both_backends!(
     sign_in_sets_a_strict_http_only_cookie,
     the_session_cookie_is_not_the_token,
@@ -453,5 +480,6 @@ crate::both_backends!(
     a_late_resolution_is_told_who_was_first,
     viewers_see_no_form_and_cannot_post,
     stored_data_is_escaped,
-    other_tenants_are_invisible_on_every_page
+    other_tenants_are_invisible_on_every_page,
+    an_internal_error_page_names_its_request_id
 );

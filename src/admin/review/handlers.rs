@@ -30,7 +30,12 @@ const AUDIT_PAGE: u32 = 100;
 pub(super) fn error_page(who: Option<&Session>, error: &ApiError) -> Response {
     error.log();
     let message = match error {
-        ApiError::Store(_) => "Internal error; the daemon's log has the details.".to_owned(),
+        ApiError::Store(_) => match crate::api::request_id::current() {
+            Some(id) => {
+                format!("Internal error; the daemon's log has the details under request id {id}.")
+            }
+            None => "Internal error; the daemon's log has the details.".to_owned(),
+        },
         ApiError::NotFound => "No such item (or not one your token may see).".to_owned(),
         other => other.to_string(),
     };
