@@ -18,7 +18,7 @@ use super::extract::{
 use super::ops::{intent_detail, required_note};
 use super::{AdminContext, ApiError};
 use crate::producer::{Enqueued, NewIntent};
-use crate::store::{Cancellation, Database, IntentFilter, NewAuditEntry};
+use crate::store::{Cancellation, CommittedEnqueueError, Database, IntentFilter, NewAuditEntry};
 
 /// Query of `GET /v1/intents`.
 #[derive(Debug, Deserialize)]
@@ -179,30 +179,12 @@ fn enqueue_audit(caller: &Caller, intent: &NewIntent) -> NewAuditEntry {
 async fn enqueue_audited(
     db: &Database,
     intent: NewIntent,
-    mut audit: NewAuditEntry,
+    audit: NewAuditEntry,
 ) -> Result<Enqueued, ApiError> {
-    match db {
-        Database::Postgres(pool) => {
-            let mut tx = pool.begin().await?;
-            let receipt = crate::enqueue(&mut tx, intent).await?;
-            if !receipt.replayed {
-                audit.intent_id = Some(receipt.intent_id);
-                audit.details["idempotency_key"] = json!(receipt.idempotency_key);
-                crate::store::postgres::append_audit_on(&mut tx, &audit).await?;
-            }
-            tx.commit().await?;
-            Ok(receipt)
-        }
-        Database::Sqlite(pool) => {
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-            let receipt = crate::enqueue(&mut tx, intent).await?;
-            if !receipt.replayed {
-                audit.intent_id = Some(receipt.intent_id);
-                audit.details["idempotency_key"] = json!(receipt.idempotency_key);
-                crate::store::sqlite::append_audit_on(&mut tx, &audit).await?;
-            }
-            tx.commit().await?;
-            Ok(receipt)
-        }
-    }
+    db.enqueue_audited(intent, Some(audit))
+        .await
+        .map_err(|e| match e {
+            CommittedEnqueueError::Enqueue(e) => ApiError::from(e),
+            CommittedEnqueueError::Audit(e) => ApiError::from(e),
+        })
 }

@@ -11,7 +11,7 @@ use super::report::ExitKind;
 use crate::config::Config;
 use crate::store::connect::OpenMode;
 use crate::store::Database;
-use crate::{enqueue, EnqueueError, Enqueued, NewIntent};
+use crate::{EnqueueError, Enqueued, NewIntent};
 
 /// Why `outboxd enqueue` recorded nothing.
 #[derive(Debug, thiserror::Error)]
@@ -79,20 +79,7 @@ impl EnqueueArgs {
 /// Records `intent` in its own committed transaction (SQLite: `BEGIN IMMEDIATE`, so
 /// concurrent writers queue for the lock).
 pub async fn enqueue_committed(db: &Database, intent: NewIntent) -> Result<Enqueued, EnqueueError> {
-    match db {
-        Database::Postgres(pool) => {
-            let mut tx = pool.begin().await?;
-            let receipt = enqueue(&mut tx, intent).await?;
-            tx.commit().await?;
-            Ok(receipt)
-        }
-        Database::Sqlite(pool) => {
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-            let receipt = enqueue(&mut tx, intent).await?;
-            tx.commit().await?;
-            Ok(receipt)
-        }
-    }
+    db.enqueue_committed(intent).await
 }
 
 /// `outboxd enqueue`: validates the arguments, opens the configured database (which must

@@ -24,21 +24,12 @@ impl Wakeup {
     /// Registers the listener (PostgreSQL) before returning. On SQLite, or when the
     /// listener cannot be set up, only the local signal and polling remain.
     pub async fn new(db: &Database, local: Arc<Notify>) -> Self {
-        let listener = match db {
-            Database::Postgres(pool) => match PgListener::connect_with(pool).await {
-                Ok(mut listener) => match listener.listen(CHANNEL).await {
-                    Ok(()) => Some(listener),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "LISTEN failed; falling back to polling");
-                        None
-                    }
-                },
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot open a LISTEN connection; falling back to polling");
-                    None
-                }
-            },
-            Database::Sqlite(_) => None,
+        let listener = match db.listen(CHANNEL).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot LISTEN for new intents; falling back to polling");
+                None
+            }
         };
         Self { listener, local }
     }

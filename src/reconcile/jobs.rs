@@ -20,11 +20,11 @@ use super::probe_job::{run_probes_once, ProbeReport, ProbeSettings};
 use super::retention::{
     run_retention_observed, RetentionBatch, RetentionReport, RetentionSettings,
 };
-use super::storage::{Job, JobLock};
 use crate::config::Config;
 use crate::dispatch::ActionTable;
 use crate::metrics::process::JobResult;
 use crate::metrics::Metrics;
+use crate::store::jobs::{Job, JobLock};
 use crate::store::{Database, StoreError};
 
 /// How long shutdown waits for a cancelled run to unwind.

@@ -8,17 +8,17 @@
 //! * [`retention`] — [`run_retention_once`]: prune in batches, then expire tombstones.
 //! * [`jobs`] — the tokio-cron-scheduler wiring and the one-replica-at-a-time runs
 //!   ([`run_probe_job`], [`run_retention_job`]).
-//! * [`storage`] — the job lock (PostgreSQL advisory lock) and the dry-run counts.
 //!
-//! Resolutions themselves, and every change to intents, go through
+//! The job lock (a PostgreSQL advisory lock) and the dry-run counts are SQL, so they live in
+//! [`crate::store::jobs`]. Resolutions themselves, and every change to intents, go through
 //! [`crate::store::OutboxStore`]; the person-facing side (CLI, admin API) lives elsewhere.
 
 pub mod jobs;
 pub mod probe;
 pub mod probe_job;
 pub mod retention;
-pub mod storage;
 
+pub use crate::store::jobs::{retention_preview, Job, JobLock, RetentionPreview};
 pub use jobs::{
     run_probe_job, run_retention_job, run_retention_job_reporting, JobError, JobRun, JobsError,
     ScheduledJobs,
@@ -28,4 +28,3 @@ pub use probe_job::{run_probes_once, ProbeReport, ProbeSettings, PROBE_ACTOR};
 pub use retention::{
     run_retention_observed, run_retention_once, RetentionBatch, RetentionReport, RetentionSettings,
 };
-pub use storage::{retention_preview, Job, JobLock, RetentionPreview};

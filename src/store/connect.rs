@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
@@ -248,6 +248,19 @@ async fn open(
 }
 
 impl Database {
+    /// A connection listening on the NOTIFY `channel` (PostgreSQL); `Ok(None)` on SQLite,
+    /// which has no notifications.
+    pub async fn listen(&self, channel: &str) -> Result<Option<PgListener>, sqlx::Error> {
+        match self {
+            Database::Postgres(pool) => {
+                let mut listener = PgListener::connect_with(pool).await?;
+                listener.listen(channel).await?;
+                Ok(Some(listener))
+            }
+            Database::Sqlite(_) => Ok(None),
+        }
+    }
+
     /// Applies pending migrations.
     pub async fn migrate(&self) -> Result<MigrateReport, MigrateError> {
         match self {

@@ -8,7 +8,9 @@
 pub mod compat;
 pub mod connect;
 pub mod console;
+pub mod enqueue;
 pub mod gauges;
+pub mod jobs;
 pub mod migrate;
 pub mod postgres;
 pub mod review;
@@ -22,6 +24,7 @@ use chrono::{DateTime, Utc};
 
 pub use connect::{connect, connect_dispatcher, Database, DatabaseUrl, PoolStats};
 pub use console::*;
+pub use enqueue::CommittedEnqueueError;
 pub use gauges::*;
 pub use review::*;
 pub use types::*;

@@ -8,8 +8,8 @@ use serde::Serialize;
 use sqlx::pool::PoolConnection;
 use sqlx::Postgres;
 
-use crate::store::sqlite::ms;
-use crate::store::Database;
+use super::sqlite::ms;
+use super::Database;
 
 /// A scheduled job that must run on one replica at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
