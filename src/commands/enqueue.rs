@@ -7,7 +7,6 @@
 use serde_json::Value;
 
 use super::open::{open_for_command, OpenError};
-use super::report::ExitKind;
 use crate::config::Config;
 use crate::store::connect::OpenMode;
 use crate::store::Database;
@@ -25,19 +24,6 @@ pub enum EnqueueCommandError {
     /// The producer contract refused the intent (conflict, invalid field, database error).
     #[error(transparent)]
     Enqueue(#[from] EnqueueError),
-}
-
-impl EnqueueCommandError {
-    /// The exit code class of this failure.
-    pub fn exit_kind(&self) -> ExitKind {
-        match self {
-            EnqueueCommandError::PayloadNotJson(_) => ExitKind::Usage,
-            EnqueueCommandError::Open(_) => ExitKind::Database,
-            EnqueueCommandError::Enqueue(EnqueueError::Conflict { .. }) => ExitKind::Conflict,
-            EnqueueCommandError::Enqueue(EnqueueError::Invalid(_)) => ExitKind::Usage,
-            EnqueueCommandError::Enqueue(_) => ExitKind::Failure,
-        }
-    }
 }
 
 /// The intent as given on the command line.

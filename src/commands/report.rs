@@ -15,6 +15,7 @@ use crate::config::ConfigError;
 use crate::daemon::DaemonError;
 use crate::store::connect::ConnectError;
 use crate::store::migrate::MigrateError;
+use crate::EnqueueError;
 
 /// The class of a failure, and the exit code that says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +130,20 @@ pub fn one_chain(messages: impl IntoIterator<Item = String>) -> String {
 /// `{"error": {"kind", "exit_code", "message"}}`.
 pub fn error_json(kind: ExitKind, message: &str) -> Value {
     json!({"error": {"kind": kind.name(), "exit_code": kind.code(), "message": message}})
+}
+
+/// The exit code class of an `outboxd enqueue` failure.
+impl EnqueueCommandError {
+    /// The exit code class of this failure.
+    pub fn exit_kind(&self) -> ExitKind {
+        match self {
+            EnqueueCommandError::PayloadNotJson(_) => ExitKind::Usage,
+            EnqueueCommandError::Open(_) => ExitKind::Database,
+            EnqueueCommandError::Enqueue(EnqueueError::Conflict { .. }) => ExitKind::Conflict,
+            EnqueueCommandError::Enqueue(EnqueueError::Invalid(_)) => ExitKind::Usage,
+            EnqueueCommandError::Enqueue(_) => ExitKind::Failure,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,18 +10,16 @@ use figment::providers::{Format, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 
-use super::error::{describe_origin, from_figment, ConfigError, ENV_LAYER_NAME, INLINE_LAYER_NAME};
+use super::error::{from_figment, ConfigError, ENV_LAYER_NAME, INLINE_LAYER_NAME};
+use super::origins::{EnvSnapshot, Origins};
+use super::report::Report;
 use super::resolve::SecretNeeds;
-use super::validate::Report;
 use super::{resolve, validate, Config, LoadedConfig};
 
 /// Prefix of environment variables that override configuration keys.
 pub const ENV_PREFIX: &str = "OUTBOXD__";
 /// Separator of nesting levels in such variables (`OUTBOXD__DATABASE__URL`).
 pub const ENV_SEPARATOR: &str = "__";
-
-/// A snapshot of the environment: overrides and `*_env` secrets are read from it only.
-pub(crate) type EnvSnapshot = BTreeMap<String, String>;
 
 /// Where the TOML layer comes from.
 pub(crate) enum TomlInput<'a> {
@@ -64,9 +62,7 @@ pub(crate) fn load(
     let (env_layer, ignored) = EnvLayer::new(&env);
     let figment = figment.merge(env_layer);
     let mut config: Config = figment.extract().map_err(from_figment)?;
-    let origins = Origins {
-        figment: Some(figment),
-    };
+    let origins = Origins::of(figment);
     let mut report = Report::new(&origins);
     for var in ignored {
         report.warn(
@@ -185,42 +181,5 @@ fn merge_dict(base: &mut Dict, new: Dict) {
                 base.insert(key, value);
             }
         }
-    }
-}
-
-/// Maps key paths to the source of their value, for messages.
-pub(crate) struct Origins {
-    figment: Option<Figment>,
-}
-
-impl Origins {
-    /// No sources known (a configuration built in code).
-    pub(crate) fn none() -> Self {
-        Self { figment: None }
-    }
-
-    /// Whether `key` itself was set by the file or the environment (not a default).
-    pub(crate) fn is_set(&self, key: &str) -> bool {
-        self.figment
-            .as_ref()
-            .is_some_and(|f| f.find_value(key).is_ok())
-    }
-
-    /// The source of the value at `key` (or of its nearest enclosing table); array
-    /// indices (`tokens[1]`) resolve to the array as a whole.
-    pub(crate) fn origin(&self, key: &str) -> Option<String> {
-        let figment = self.figment.as_ref()?;
-        let path = key.split('[').next().unwrap_or_default();
-        let mut segments: Vec<String> = path.split('.').map(str::to_owned).collect();
-        while !segments.is_empty() && !segments[0].is_empty() {
-            if let Ok(value) = figment.find_value(&segments.join(".")) {
-                let tag = value.tag();
-                let metadata = figment.get_metadata(tag)?;
-                let profile = tag.profile().unwrap_or_default();
-                return Some(describe_origin(metadata, &profile, &segments));
-            }
-            segments.pop();
-        }
-        None
     }
 }

@@ -23,11 +23,15 @@
 mod actions;
 mod admin;
 mod cron;
+mod database_url;
 mod duration;
 mod error;
+mod lease;
 mod load;
+mod origins;
 mod print;
 mod provider;
+mod report;
 mod resolve;
 mod secret;
 mod sections;
@@ -48,8 +52,10 @@ pub use actions::{
     placeholders, ActionConfig, NotFoundMeaning, ProbeConfig, HTTP_METHODS, PROBE_PLACEHOLDERS,
 };
 pub use admin::{AdminConfig, AdminToken, Role, ALL_TENANTS};
+pub use database_url::{DatabaseUrl, UnsupportedScheme};
 pub use duration::format_duration;
 pub use error::{ConfigError, ConfigProblem};
+pub use lease::{shortest_lease, SEND_MARGIN};
 pub use load::{ENV_PREFIX, ENV_SEPARATOR};
 pub use provider::{
     HeaderValueConfig, ProviderConfig, RateLimitConfig, SigningConfig, SIGNING_SECRET_PREFIX,
@@ -61,7 +67,8 @@ pub use sections::{
 };
 pub use validate::{MAX_BATCH_AND_CONCURRENCY, MIN_LEASE, MIN_TOKEN_CHARS};
 
-use load::{EnvSnapshot, Origins, TomlInput};
+use load::TomlInput;
+use origins::{EnvSnapshot, Origins};
 
 /// The whole configuration. `Config::default()` is a valid SQLite setup with no providers.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -152,7 +159,7 @@ impl Config {
     /// given as values); returns the warnings or every problem.
     pub fn validate(&self) -> Result<Vec<String>, ConfigError> {
         let origins = Origins::none();
-        let mut report = validate::Report::new(&origins);
+        let mut report = report::Report::new(&origins);
         validate::validate(self, &mut report);
         report.finish()
     }

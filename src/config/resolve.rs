@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-use super::load::EnvSnapshot;
+use super::origins::EnvSnapshot;
+use super::report::Report;
 use super::secret::{looks_like_secret, url_has_password, Secret};
 use super::sections::DatabaseConfig;
-use super::validate::Report;
 use super::Config;
 
 /// How one secret was given.

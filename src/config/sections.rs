@@ -70,7 +70,7 @@ pub struct DispatcherConfig {
     pub concurrency: u32,
     /// How long a claim stays valid, by the database's clock; an attempt still running past
     /// it is treated as ambiguous. At least one second, and at least every provider's
-    /// `request_timeout` plus [`crate::dispatch::lease::SEND_MARGIN`].
+    /// `request_timeout` plus [`crate::config::SEND_MARGIN`].
     #[serde(with = "super::duration")]
     pub lease: Duration,
     /// Polling interval when no notification arrives (the fallback for `LISTEN/NOTIFY`).

@@ -4,7 +4,7 @@
 
 use super::actions::{ActionConfig, ProbeConfig, HTTP_METHODS, PROBE_PLACEHOLDERS};
 use super::provider::ProviderConfig;
-use super::validate::{human, Report};
+use super::report::{human, Report};
 use super::Config;
 use crate::action::RetrySafety;
 use crate::intent::ActionName;

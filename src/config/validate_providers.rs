@@ -3,10 +3,10 @@
 
 use reqwest::header::{HeaderName, HeaderValue};
 
+use super::lease::{shortest_lease, SEND_MARGIN};
 use super::provider::{decode_signing_secret, ProviderConfig};
-use super::validate::{human, Report};
+use super::report::{human, Report};
 use super::Config;
-use crate::dispatch::lease::{shortest_lease, SEND_MARGIN};
 use crate::intent::ActionName;
 
 /// Headers the HTTP client or outboxd itself sets; they cannot be configured.

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use super::validate::{human, Report};
+use super::lease::{shortest_lease, SEND_MARGIN};
+use super::report::{human, Report};
 use super::Config;
-use crate::dispatch::lease::{shortest_lease, SEND_MARGIN};
 
 /// The headroom a lease should leave beyond [`shortest_lease`]: a claim whose request
 /// starts later than this after the claim is handed back unsent.

@@ -16,27 +16,7 @@ use sqlx::{PgPool, SqlitePool};
 
 use super::migrate::{self, MigrateError, MigrateReport};
 
-/// Which backend a database URL names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DatabaseUrl {
-    /// `postgres://` or `postgresql://`.
-    Postgres(String),
-    /// `sqlite://path` or `sqlite::memory:`.
-    Sqlite(String),
-}
-
-impl DatabaseUrl {
-    /// Classifies `url` by its scheme.
-    pub fn parse(url: &str) -> Result<Self, ConnectError> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Self::Postgres(url.to_owned()))
-        } else if url.starts_with("sqlite:") {
-            Ok(Self::Sqlite(url.to_owned()))
-        } else {
-            Err(ConnectError::UnsupportedScheme(redact_url(url)))
-        }
-    }
-}
+pub use crate::config::{DatabaseUrl, UnsupportedScheme};
 
 /// An open connection pool of either backend.
 #[derive(Debug, Clone)]
@@ -73,8 +53,8 @@ pub struct PoolStats {
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The URL is neither `postgres://` nor `sqlite:`.
-    #[error("database.url {0:?} is not supported: use sqlite://PATH or postgres://USER@HOST/DB")]
-    UnsupportedScheme(String),
+    #[error(transparent)]
+    UnsupportedScheme(#[from] UnsupportedScheme),
     /// The SQLite file does not exist (and this command does not create it).
     #[error("no database file at {}; check database.url, or run `outboxd migrate` to create it", .path.display())]
     Missing {
