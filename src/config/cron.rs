@@ -3,14 +3,15 @@
 //! day-of-week both applied). A schedule accepted here is one the scheduler accepts when the
 //! jobs are registered, and a typo is reported before the daemon starts.
 
-use croner::Cron;
+use croner::parser::{CronParser, Seconds};
 
 /// Checks `expr`; the error names the expression and what the parser found wrong.
 pub(crate) fn check_cron(expr: &str) -> Result<(), String> {
-    match Cron::new(expr)
-        .with_seconds_required()
-        .with_dom_and_dow()
-        .parse()
+    match CronParser::builder()
+        .seconds(Seconds::Required)
+        .dom_and_dow(true)
+        .build()
+        .parse(expr)
     {
         Ok(_) => Ok(()),
         Err(e) => Err(format!(
