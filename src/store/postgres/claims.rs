@@ -28,7 +28,8 @@ use crate::store::{
 /// Claims up to `limit` ($3) due intents, sharing them between tenants as
 /// [`FairShare`] says: `after_turn` and `from_start` walk the tenants with pending intents
 /// in name order (one index probe per tenant, a loose index scan of
-/// `outbox_intents_due_by_tenant`), starting after `$6` and wrapping around; for each, a
+/// `outbox_intents_due_by_tenant`), starting at `$6` when `$8` is true (the bound is
+/// inclusive: [`FairShare::start_bound`]) or after it, and wrapping around; for each, a
 /// `LATERAL` seek per action takes at most `$7` of its due intents in order (a claim for
 /// one provider never reads another provider's backlog), and the first `$7` of those in
 /// order are taken (the others stay locked only until this statement commits). The walk is evaluated
@@ -41,7 +42,10 @@ use crate::store::{
 /// (`$1`) is judged with the replica's clock, which planned `next_attempt_at`.
 const CLAIM_DUE_SQL: &str = r#"
 WITH RECURSIVE after_turn(tenant) AS (
-    SELECT min(tenant) FROM outbox_intents WHERE state = 'pending' AND tenant > $6
+    SELECT CASE WHEN $8::boolean
+        THEN (SELECT min(tenant) FROM outbox_intents WHERE state = 'pending' AND tenant >= $6)
+        ELSE (SELECT min(tenant) FROM outbox_intents WHERE state = 'pending' AND tenant > $6)
+    END
   UNION ALL
     SELECT (SELECT min(n.tenant) FROM outbox_intents n
             WHERE n.state = 'pending' AND n.tenant > a.tenant)
@@ -55,7 +59,8 @@ WITH RECURSIVE after_turn(tenant) AS (
 ), turns AS (
     SELECT tenant FROM after_turn WHERE tenant IS NOT NULL
     UNION ALL
-    SELECT tenant FROM from_start WHERE tenant IS NOT NULL AND tenant <= $6
+    SELECT tenant FROM from_start
+    WHERE tenant IS NOT NULL AND (tenant < $6 OR (tenant = $6 AND NOT $8::boolean))
 ), due AS (
     SELECT d.id FROM turns t CROSS JOIN LATERAL (
         SELECT c.id FROM unnest($2::text[]) AS a(action) CROSS JOIN LATERAL (
@@ -225,14 +230,16 @@ pub(super) async fn claim_due(
     req: &ClaimRequest,
     share: &FairShare,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
+    let (start, inclusive) = share.start_bound();
     let rows = sqlx::query(CLAIM_DUE_SQL)
         .bind(req.now)
         .bind(&req.actions)
         .bind(i64::from(req.limit))
         .bind(&req.owner)
         .bind(lease_millis(req))
-        .bind(share.after_tenant.as_deref().unwrap_or(""))
+        .bind(start)
         .bind(i64::from(share.per_tenant.max(1)))
+        .bind(inclusive)
         .fetch_all(pool)
         .await?;
     rows.iter().map(claimed_from_row).collect()
