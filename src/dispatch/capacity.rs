@@ -48,6 +48,16 @@ pub struct RateLimit {
     pub burst: NonZeroU32,
 }
 
+/// A provider's `max_in_flight` when it is not configured: an equal share of the
+/// dispatcher's `concurrency` request slots among the `providers` configured (at least 1).
+/// One provider gets every slot; with several, their defaults add up to at most
+/// `concurrency`, so a slow or silent provider holds only its own share and every other
+/// provider keeps its slots. A busy provider cannot borrow an idle one's share: raise
+/// `concurrency`, or set `max_in_flight`, to give it more.
+pub fn default_max_in_flight(concurrency: usize, providers: usize) -> usize {
+    (concurrency / providers.max(1)).max(1)
+}
+
 impl Default for ProviderLimits {
     fn default() -> Self {
         Self {

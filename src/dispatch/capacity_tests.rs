@@ -198,3 +198,21 @@ fn a_silent_trial_lets_another_try() {
     g.finish(ProviderSignal::Silent, later);
     assert_eq!(g.available(later), 1);
 }
+
+#[test]
+fn default_shares_of_the_slots_never_add_up_to_more_than_concurrency() {
+    assert_eq!(default_max_in_flight(32, 1), 32, "one provider: every slot");
+    assert_eq!(default_max_in_flight(32, 2), 16);
+    assert_eq!(default_max_in_flight(32, 3), 10);
+    assert_eq!(default_max_in_flight(32, 0), 32);
+    assert_eq!(default_max_in_flight(2, 5), 1, "at least one each");
+    for concurrency in 1..100 {
+        for providers in 1..=concurrency {
+            let share = default_max_in_flight(concurrency, providers);
+            assert!(
+                share * providers <= concurrency,
+                "{concurrency} / {providers}"
+            );
+        }
+    }
+}
