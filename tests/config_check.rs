@@ -304,6 +304,33 @@ fn sensible_tuning_and_the_defaults_do_not_warn() {
     assert_eq!(warnings_of(BASE), Vec::<String>::new());
 }
 
+/// A second provider for [`BASE`], with `extra` lines.
+fn with_second_provider(extra: &str) -> String {
+    format!(
+        "{BASE}[providers.mail]\nbase_url = \"https://mail.example.com\"\n{extra}\n\
+         [actions.notify]\nprovider = \"mail\"\npath = \"/v1/send\"\n\
+         retry_safety = \"idempotent_with_key\"\n"
+    )
+}
+
+#[test]
+fn providers_sharing_more_slots_than_there_are_is_warned_about() {
+    // 24 + the other's default share (32 / 2 = 16) = 40 slots wanted, 32 there.
+    let over = with_second_provider("max_in_flight = 24");
+    let warnings = warnings_of(&over);
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with("warning: dispatcher.concurrency: 32 is below the providers' max_in_flight added up (40)"),
+        "{warnings:#?}"
+    );
+    // Within the slots, and the defaults (16 + 16), say nothing.
+    assert_eq!(
+        warnings_of(&with_second_provider("max_in_flight = 16")),
+        Vec::<String>::new()
+    );
+    assert_eq!(warnings_of(&with_second_provider("")), Vec::<String>::new());
+}
+
 /// The exit code of a configuration error (`docs/cli.md`).
 const CONFIG_ERROR: i32 = 3;
 

@@ -1,8 +1,11 @@
 //! The daemon's delivery engine ([`Dispatcher::run`], the pipeline) against fake providers
 //! on loopback, on both backends: a provider never sees more than its `max_in_flight`; a
 //! hanging provider does not delay another provider's deliveries; an open circuit breaker
-//! stops claims for its provider (no intent spends attempts on it) and recovers; a 429 with
-//! `Retry-After` pauses the whole provider; a rate limit spaces requests. Every wait is a condition with a deadline.
+//! stops claims for its provider (no intent spends attempts on it) and recovers; a provider
+//! that fails from the start gets one request at a time (the send window starts at one), so
+//! the breaker opens after exactly `breaker_failures` requests, and its trial is one
+//! request; a 429 with `Retry-After` pauses the whole provider; a rate limit spaces
+//! requests. Every wait is a condition with a deadline.
 
 mod support;
 
@@ -13,7 +16,9 @@ use outboxd::action::RetrySafety;
 use outboxd::dispatch::{
     ActionRuntime, ActionTable, Dispatcher, DispatcherSettings, ProviderLimits,
 };
-use outboxd::fake_provider::{FakeProvider, FakeProviderOptions, Fault, FaultRule, Matcher};
+use outboxd::fake_provider::{
+    FakeProvider, FakeProviderOptions, Fault, FaultRule, Matcher, RandomFaults,
+};
 use outboxd::intent::IntentState;
 use outboxd::provider::{ProviderClient, ProviderSettings};
 use outboxd::NewIntent;
@@ -266,6 +271,75 @@ async fn breaker_stops_claims_and_recovers(t: &TestDb) {
     assert_eq!(delivered, 10);
 }
 
+/// A provider answering `503` from the start: the window starts at one request and stays
+/// there while requests fail, so it never sees two at once, the breaker opens after
+/// exactly `breaker_failures` requests (not that many plus a window already sent), and the
+/// trial after the cool-down is a single request. Once it is back, everything is delivered.
+async fn a_failing_provider_gets_one_request_at_a_time(t: &TestDb) {
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    provider.set_latency(Duration::from_millis(50));
+    provider.set_random_faults(RandomFaults {
+        seed: 7,
+        probability: 1.0,
+        faults: vec![Fault::StatusWithoutApply {
+            status: 503,
+            retry_after: None,
+        }],
+    });
+    let run = start(
+        t,
+        vec![action(
+            "down",
+            &provider,
+            ProviderLimits {
+                max_in_flight: 4,
+                breaker_failures: 3,
+                breaker_cooldown: Duration::from_secs(2),
+                ..ProviderLimits::default()
+            },
+            Duration::from_secs(5),
+        )],
+        settings(8),
+    )
+    .await;
+    enqueue_n(t, "down", 10).await;
+    let state = |run: &Running| {
+        let states = run.dispatcher.provider_states();
+        let s = states.into_iter().find(|s| s.provider == "down").unwrap();
+        (s.breaker, s.in_flight)
+    };
+    wait_for("the breaker to open", Duration::from_secs(20), || {
+        state(&run) == ("open", 0)
+    })
+    .await;
+    assert_eq!(
+        (provider.request_count(), provider.max_concurrent_requests()),
+        (3, 1),
+        "requests until the breaker opened, and the most at once"
+    );
+    wait_for("the trial to fail", Duration::from_secs(20), || {
+        provider.request_count() > 3 && state(&run) == ("open", 0)
+    })
+    .await;
+    assert_eq!(
+        (provider.request_count(), provider.max_concurrent_requests()),
+        (4, 1),
+        "one trial request after the cool-down"
+    );
+    provider.clear_random_faults();
+    wait_for("10 effects after recovery", Duration::from_secs(30), || {
+        provider.effect_count() == 10
+    })
+    .await;
+    run.stop().await;
+    let failed = scalar(
+        &t.db,
+        "SELECT count(*) FROM outbox_intents WHERE state <> 'delivered'",
+    )
+    .await;
+    assert_eq!(failed, 0);
+}
+
 /// A 429 with `Retry-After: 1` pauses the provider: no request reaches it for a second,
 /// for any intent.
 async fn retry_after_pauses_the_whole_provider(t: &TestDb) {
@@ -355,5 +429,6 @@ both_backends!(
     provider_never_sees_more_than_max_in_flight,
     hanging_provider_does_not_delay_another,
     breaker_stops_claims_and_recovers,
+    a_failing_provider_gets_one_request_at_a_time,
     retry_after_pauses_the_whole_provider,
 );

@@ -1,13 +1,18 @@
 //! Fair share between tenants, on both backends, stepping the dispatcher (no timing): a
 //! tenant's new intent is claimed within two claims while another tenant drains a large
 //! backlog (FIFO would reach it only after the whole backlog); two busy tenants share each
-//! claim; ordering keys still hold within each tenant.
+//! claim; six equally busy tenants get equal shares over many claims, also when a claim's
+//! limit cuts a tenant off short of its share; the walk is bytewise (as `TenantTurns`
+//! compares) also on a PostgreSQL column with an English collation; ordering keys still
+//! hold within each tenant.
 
 mod support;
 
 use std::collections::BTreeMap;
 
+use outboxd::dispatch::fairness::TenantTurns;
 use outboxd::intent::IntentState;
+use outboxd::store::{ClaimRequest, Database, FairShare, TurnStart};
 use outboxd::NewIntent;
 use serde_json::json;
 use support::harness::{scalar, Harness, REFUND};
@@ -106,6 +111,162 @@ async fn two_busy_tenants_share_each_claim(t: &TestDb) {
     );
 }
 
+/// Claims `claims` times straight from the store with the rotation `turns`, as a lane
+/// does, and counts what each tenant got (claimed intents stay in flight: nothing is
+/// delivered).
+async fn claim_counts(
+    h: &Harness,
+    turns: &mut TenantTurns,
+    limit: u32,
+    claims: usize,
+) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for _ in 0..claims {
+        let request = ClaimRequest {
+            owner: "fair-claimer".to_owned(),
+            lease: std::time::Duration::from_secs(300),
+            limit,
+            actions: vec![REFUND.to_owned()],
+            now: chrono::Utc::now(),
+        };
+        let share = turns.share(limit);
+        let claimed = h.store.claim_due_shared(&request, &share).await.unwrap();
+        assert_eq!(claimed.len(), limit as usize, "every tenant has a backlog");
+        turns.advance(&share, limit, &claimed);
+        for intent in &claimed {
+            *counts.entry(intent.tenant.clone()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+async fn six_busy_tenants_get_equal_shares(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let tenants = ["t1", "t2", "t3", "t4", "t5", "t6"];
+    for i in 0..120 {
+        for tenant in tenants {
+            enqueue(&h, tenant, &format!("{tenant}-{i}")).await;
+        }
+    }
+    // 16 intents a claim among six crowded tenants: a share of 3, so the last tenant a
+    // claim reaches is cut off after 1 (3 * 5 + 1). It must not stay the one cut off.
+    let (limit, per_tenant, claims) = (16, 3, 24);
+    let mut turns = TenantTurns::new();
+    // The first claims learn how many tenants are crowded (one share of 16, then 8, ...).
+    let mut warm_up = 0;
+    while turns.share(limit).per_tenant > per_tenant {
+        claim_counts(&h, &mut turns, limit, 1).await;
+        warm_up += 1;
+        assert!(warm_up < 10, "the share never settled at {per_tenant}");
+    }
+    let counts = claim_counts(&h, &mut turns, limit, claims).await;
+    let (least, most) = (
+        counts.values().min().copied().unwrap_or(0),
+        counts.values().max().copied().unwrap_or(0),
+    );
+    assert_eq!(
+        counts.len(),
+        tenants.len(),
+        "every tenant was served: {counts:?}"
+    );
+    assert!(
+        most - least <= per_tenant as usize,
+        "shares over {claims} claims differ by more than one share: {counts:?}"
+    );
+}
+
+/// Gives PostgreSQL's `tenant` column a collation that orders names unlike bytes (an
+/// `en_US`-style database); says so when the server has no such collation.
+async fn collate_tenants_like_english(db: &Database) {
+    let Database::Postgres(pool) = db else {
+        return; // SQLite's default collation, BINARY, is the bytewise order itself.
+    };
+    let icu: Option<String> = sqlx::query_scalar(
+        "SELECT collname FROM pg_collation WHERE collname IN ('en-x-icu', 'en_US.utf8', 'en_US') \
+         ORDER BY collname = 'en-x-icu' DESC LIMIT 1",
+    )
+    .fetch_optional(pool)
+    .await
+    .unwrap();
+    let Some(collation) = icu else {
+        support::announce_skip(
+            "no English collation on this PostgreSQL server: the collation walk test ran with the default collation",
+        );
+        return;
+    };
+    sqlx::query(&format!(
+        "ALTER TABLE outbox_intents ALTER COLUMN tenant TYPE text COLLATE \"{collation}\""
+    ))
+    .execute(pool)
+    .await
+    .unwrap();
+    let unlike_bytes: bool = sqlx::query_scalar(&format!(
+        "SELECT 'a' COLLATE \"{collation}\" < 'B' COLLATE \"{collation}\""
+    ))
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert!(unlike_bytes, "{collation} puts 'a' before 'B'");
+}
+
+/// The tenants a claim starting at `start`, `per_tenant` 1 and `limit` would visit in
+/// bytewise order (what `TenantTurns` assumes), among `tenants`.
+fn bytewise_walk(share: &FairShare, limit: usize, tenants: &[&str]) -> Vec<String> {
+    let mut sorted: Vec<&str> = tenants.to_vec();
+    sorted.sort_unstable();
+    let (wrapped, first): (Vec<&str>, Vec<&str>) =
+        sorted.into_iter().partition(|t| share.is_wrapped(t));
+    let mut walk: Vec<String> = first
+        .into_iter()
+        .chain(wrapped)
+        .map(str::to_owned)
+        .collect();
+    walk.truncate(limit);
+    walk.sort_unstable();
+    walk
+}
+
+async fn the_tenant_walk_is_bytewise_whatever_the_collation(t: &TestDb) {
+    let h = Harness::new(t).await;
+    collate_tenants_like_english(&t.db).await;
+    // Bytewise: "A" < "B" < "Z" < "a" < "a-b" < "ab" < "b"; an English collation puts
+    // "a" before "A" and "B" after "b", and may order "a-b" and "ab" either way.
+    let tenants = ["A", "B", "Z", "a", "a-b", "ab", "b"];
+    let mut starts = vec![TurnStart::First];
+    for tenant in tenants {
+        starts.push(TurnStart::After(tenant.to_owned()));
+        starts.push(TurnStart::At(tenant.to_owned()));
+    }
+    for i in 0..starts.len() {
+        for tenant in tenants {
+            enqueue(&h, tenant, &format!("{tenant}-{i}")).await;
+        }
+    }
+    let limit = 3;
+    for start in starts {
+        let share = FairShare {
+            start,
+            per_tenant: 1,
+        };
+        let request = ClaimRequest {
+            owner: "walker".to_owned(),
+            lease: std::time::Duration::from_secs(300),
+            limit,
+            actions: vec![REFUND.to_owned()],
+            now: chrono::Utc::now(),
+        };
+        let claimed = h.store.claim_due_shared(&request, &share).await.unwrap();
+        let mut got: Vec<String> = claimed.into_iter().map(|i| i.tenant).collect();
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            bytewise_walk(&share, limit as usize, &tenants),
+            "tenants claimed from {:?}",
+            share.start
+        );
+    }
+}
+
 async fn ordering_keys_hold_within_each_tenant(t: &TestDb) {
     let h = Harness::new(t).await;
     // Both tenants use the same ordering key name; each chain is its own tenant's.
@@ -155,5 +316,7 @@ async fn ordering_keys_hold_within_each_tenant(t: &TestDb) {
 both_backends!(
     a_new_tenant_is_served_while_another_drains_a_backlog,
     two_busy_tenants_share_each_claim,
+    six_busy_tenants_get_equal_shares,
+    the_tenant_walk_is_bytewise_whatever_the_collation,
     ordering_keys_hold_within_each_tenant,
 );

@@ -1,7 +1,8 @@
-//! Upgrading a database created by the previous schema (0002) while intents are pending,
-//! pending after an ambiguous attempt, in flight and unknown: migration 0003 namespaces the
-//! keys of intents that never sent anything and keeps every key that may already have
-//! reached the provider, on both backends; the dispatcher then delivers with those keys.
+//! Upgrading a database created by an earlier schema while intents are pending, pending
+//! after an ambiguous attempt, in flight and unknown: migration 0003 namespaces the keys of
+//! intents that never sent anything and keeps every key that may already have reached the
+//! provider, on both backends; the dispatcher then delivers with those keys. Migrations
+//! 0004 and 0005 (the tenant walk's index) carry pending rows forward to the new claim.
 
 mod support;
 
@@ -207,10 +208,13 @@ async fn record_at_schema_3(h: &Harness) -> [i64; 4] {
 async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
     let h = Harness::new(&t).await;
     let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
-    let report = t.db.migrate().await.expect("upgrade to schema 4");
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(4, "tenant_turns_provider_states")],
+        vec![
+            (4, "tenant_turns_provider_states"),
+            (5, "bytewise_tenant_turns")
+        ],
         "{report:?}"
     );
     assert!(h.store.list_provider_states().await.unwrap().is_empty());
@@ -244,4 +248,64 @@ async fn upgrade_from_schema_3_on_postgres() {
         return;
     };
     upgrade_from_schema_3_then_dispatch(t).await;
+}
+
+/// The tenant walk's index probe on PostgreSQL, as the claim writes it (bytewise).
+const WALK_PROBE_SQL: &str = "EXPLAIN SELECT min(tenant COLLATE \"C\") FROM outbox_intents \
+    WHERE state = 'pending' AND tenant COLLATE \"C\" > 'B'";
+
+/// Schema 4 → 5 (the bytewise tenant walk) with pending intents of tenants whose bytewise
+/// and linguistic orders differ: the rows carry over, PostgreSQL's walk probe is served by
+/// the rebuilt index, and the dispatcher delivers every intent once.
+async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let mut ids = Vec::new();
+    for tenant in ["B", "a", "a-b", "ab", "Z"] {
+        for i in 0..3 {
+            let intent = NewIntent::new(tenant, format!("s4-{i}"), REFUND, json!({"i": i}));
+            ids.push(h.enqueue(intent).await.intent_id);
+        }
+    }
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![(5, "bytewise_tenant_turns")],
+        "{report:?}"
+    );
+    if let Database::Postgres(pool) = &t.db {
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query("SET LOCAL enable_seqscan = off")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(WALK_PROBE_SQL)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|line| line.contains("outbox_intents_due_by_tenant")),
+            "the walk probe uses the bytewise index: {plan:#?}"
+        );
+    }
+    h.dispatcher.drain().await.unwrap();
+    for id in ids {
+        let row = h.intent(id).await;
+        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+    }
+    assert_eq!(h.provider.effect_count(), 15);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_4_on_sqlite() {
+    upgrade_from_schema_4_then_dispatch(TestDb::sqlite_at(4).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_4_on_postgres() {
+    let Some(t) = TestDb::postgres_at(4).await else {
+        return;
+    };
+    upgrade_from_schema_4_then_dispatch(t).await;
 }

@@ -169,6 +169,18 @@ impl Config {
         self.actions.get(action)
     }
 
+    /// Requests in flight to `provider` at once, at most: its `max_in_flight`, or unset
+    /// its equal share of `dispatcher.concurrency`.
+    pub fn max_in_flight(&self, provider: &str) -> usize {
+        let configured = self.providers.get(provider).and_then(|p| p.max_in_flight);
+        configured.unwrap_or_else(|| {
+            crate::dispatch::capacity::default_max_in_flight(
+                usize::try_from(self.dispatcher.concurrency).unwrap_or(usize::MAX),
+                self.providers.len(),
+            )
+        })
+    }
+
     /// The provider that receives `action`.
     pub fn provider_for(&self, action: &str) -> Option<&ProviderConfig> {
         self.providers.get(&self.action(action)?.provider)

@@ -45,9 +45,14 @@ pub struct ProviderConfig {
     /// Sign each request (Standard Webhooks style) with a `whsec_...` secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing: Option<SigningConfig>,
-    /// Requests in flight to this provider at once (its concurrency limit; bounds the load
-    /// outboxd puts on it). Intents of a saturated provider are not claimed.
-    pub max_in_flight: usize,
+    /// Requests in flight to this provider at once, at most (its concurrency limit; bounds
+    /// the load outboxd puts on it and the request slots it can hold). Intents of a
+    /// saturated provider are not claimed. Unset: an equal share of
+    /// `dispatcher.concurrency` ([`crate::dispatch::capacity::default_max_in_flight`]), so
+    /// the providers' defaults together never exceed it and a slow one cannot hold the
+    /// slots of the others. Read it with [`super::Config::max_in_flight`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<usize>,
     /// Consecutive failures (not sent, timeouts, resets, 5xx) that open the circuit
     /// breaker; while open nothing is claimed for this provider. 0 turns it off.
     pub breaker_failures: u32,
@@ -88,7 +93,7 @@ impl Default for ProviderConfig {
             status_overrides: BTreeMap::new(),
             headers: BTreeMap::new(),
             signing: None,
-            max_in_flight: 64,
+            max_in_flight: None,
             breaker_failures: 5,
             breaker_cooldown: Duration::from_secs(30),
             rate_limit: None,

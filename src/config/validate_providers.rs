@@ -32,7 +32,7 @@ pub(crate) fn validate_providers(config: &Config, report: &mut Report<'_>) {
         if provider.max_response_bytes == 0 {
             report.error(format!("{key}.max_response_bytes"), "must be at least 1");
         }
-        if provider.max_in_flight == 0 {
+        if provider.max_in_flight == Some(0) {
             report.error(format!("{key}.max_in_flight"), "must be at least 1");
         }
         if let Some(rate) = provider.rate_limit {

@@ -15,6 +15,35 @@ pub fn lease_headroom(request_timeout: Duration) -> Duration {
     SEND_MARGIN.max(request_timeout / 4)
 }
 
+/// With several providers and a `max_in_flight` or `concurrency` set: warns when the
+/// providers' `max_in_flight` add up to more than `concurrency`, because then a slow or
+/// silent provider can hold request slots the others need (the defaults never do).
+fn warn_shares_above_concurrency(config: &Config, report: &mut Report<'_>) {
+    let concurrency = config.dispatcher.concurrency as usize;
+    let tuned = report.is_set("dispatcher.concurrency")
+        || config
+            .providers
+            .keys()
+            .any(|name| report.is_set(&format!("providers.{name}.max_in_flight")));
+    let total: usize = config
+        .providers
+        .keys()
+        .map(|n| config.max_in_flight(n))
+        .sum();
+    if config.providers.len() < 2 || !tuned || total <= concurrency {
+        return;
+    }
+    report.warn(
+        "dispatcher.concurrency",
+        format!(
+            "{concurrency} is below the providers' max_in_flight added up ({total}): a slow or \
+             silent provider can then hold request slots the other providers need, and their \
+             deliveries wait for it; raise concurrency to at least {total} or lower a \
+             provider's max_in_flight"
+        ),
+    );
+}
+
 /// Runs every rule.
 pub(crate) fn warn_settings_that_cannot_help(config: &Config, report: &mut Report<'_>) {
     let d = &config.dispatcher;
@@ -30,16 +59,18 @@ pub(crate) fn warn_settings_that_cannot_help(config: &Config, report: &mut Repor
             ),
         );
     }
+    warn_shares_above_concurrency(config, report);
     for (name, provider) in &config.providers {
         let key = format!("providers.{name}.max_in_flight");
-        if report.is_set(&key) && provider.max_in_flight > d.concurrency as usize {
+        let max_in_flight = config.max_in_flight(name);
+        if report.is_set(&key) && max_in_flight > d.concurrency as usize {
             report.warn(
                 key,
                 format!(
                     "{} is above dispatcher.concurrency ({}): this daemon never has more than \
                      concurrency requests in flight in all, so the provider cannot get more \
                      than that",
-                    provider.max_in_flight, d.concurrency
+                    max_in_flight, d.concurrency
                 ),
             );
         }

@@ -42,7 +42,11 @@ pub enum BuildError {
     },
 }
 
-fn provider_settings(name: &str, p: &ProviderConfig) -> Result<ProviderSettings, BuildError> {
+fn provider_settings(
+    name: &str,
+    p: &ProviderConfig,
+    max_in_flight: usize,
+) -> Result<ProviderSettings, BuildError> {
     let invalid = |key: &str, message: String| BuildError::Invalid {
         key: format!("providers.{name}.{key}"),
         message,
@@ -54,7 +58,7 @@ fn provider_settings(name: &str, p: &ProviderConfig) -> Result<ProviderSettings,
     s.idempotency_header = p.idempotency_header.clone();
     s.max_response_bytes = usize::try_from(p.max_response_bytes).unwrap_or(usize::MAX);
     s.allow_private_addresses = p.allow_private_addresses;
-    s.limits.max_in_flight = p.max_in_flight;
+    s.limits.max_in_flight = max_in_flight;
     s.limits.breaker_failures = p.breaker_failures;
     s.limits.breaker_cooldown = p.breaker_cooldown;
     s.limits.rate_limit = p.rate_limit.and_then(|r| {
@@ -93,7 +97,7 @@ pub fn build_action_table(config: &Config) -> Result<ActionTable, BuildError> {
                 needed,
             });
         }
-        let settings = provider_settings(name, p)?;
+        let settings = provider_settings(name, p, config.max_in_flight(name))?;
         let client = ProviderClient::new(&settings).map_err(|source| BuildError::Provider {
             provider: name.clone(),
             source,

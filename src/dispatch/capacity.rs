@@ -1,6 +1,8 @@
 //! Per-provider bulkheads: how many more requests a provider may be sent right now.
 //!
-//! Each provider has a [`ProviderGate`]: at most `max_in_flight` requests at once; at most
+//! Each provider has a [`ProviderGate`]: at most its send window of requests at once (an
+//! adaptive window, [`super::window`]: one request at first and after an outage, one more
+//! per answer up to `max_in_flight`, half as many after a failure); at most
 //! `rate_limit` requests per second with a burst (GCRA, the `governor` crate); a
 //! provider-wide pause after a 429 or 503 that carried `Retry-After` (the provider said
 //! "not now", so no other intent spends an attempt on it either); and a circuit breaker
@@ -18,13 +20,14 @@ use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
+use super::window::SendWindow;
 use crate::action::AttemptClass;
 use crate::store::{OutcomeRecord, Transition};
 
 /// The bulkhead settings of one provider (`[providers.NAME]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProviderLimits {
-    /// Requests in flight to this provider at once.
+    /// Requests in flight to this provider at once, at most (the send window's ceiling).
     pub max_in_flight: usize,
     /// Consecutive failures that open the breaker (0: no breaker).
     pub breaker_failures: u32,
@@ -43,6 +46,16 @@ pub struct RateLimit {
     pub per_second: NonZeroU32,
     /// Requests that may go at once after a quiet period.
     pub burst: NonZeroU32,
+}
+
+/// A provider's `max_in_flight` when it is not configured: an equal share of the
+/// dispatcher's `concurrency` request slots among the `providers` configured (at least 1).
+/// One provider gets every slot; with several, their defaults add up to at most
+/// `concurrency`, so a slow or silent provider holds only its own share and every other
+/// provider keeps its slots. A busy provider cannot borrow an idle one's share: raise
+/// `concurrency`, or set `max_in_flight`, to give it more.
+pub fn default_max_in_flight(concurrency: usize, providers: usize) -> usize {
+    (concurrency / providers.max(1)).max(1)
 }
 
 impl Default for ProviderLimits {
@@ -133,6 +146,7 @@ impl Breaker {
 pub struct ProviderGate {
     limits: ProviderLimits,
     in_flight: usize,
+    window: SendWindow,
     paused_until: Option<Instant>,
     breaker: Breaker,
     rate: Option<DefaultDirectRateLimiter>,
@@ -151,6 +165,7 @@ impl ProviderGate {
         Self {
             limits,
             in_flight: 0,
+            window: SendWindow::new(limits.max_in_flight),
             paused_until: None,
             breaker: Breaker::Closed { failures: 0 },
             rate,
@@ -199,6 +214,11 @@ impl ProviderGate {
         self.in_flight
     }
 
+    /// Requests that may be in flight now (the send window, at most `max_in_flight`).
+    pub fn window(&self) -> usize {
+        self.window.size()
+    }
+
     /// Until when the provider is paused by a `Retry-After`, if it is.
     pub fn paused_until(&self, now: Instant) -> Option<Instant> {
         self.paused_until.filter(|until| *until > now)
@@ -221,7 +241,7 @@ impl ProviderGate {
         if self.paused_until(now).is_some() {
             return 0;
         }
-        let room = self.limits.max_in_flight.saturating_sub(self.in_flight);
+        let room = self.window.size().saturating_sub(self.in_flight);
         match self.breaker(now) {
             Breaker::Closed { .. } => room,
             Breaker::Open { .. } => 0,
@@ -265,8 +285,12 @@ impl ProviderGate {
                     };
                 }
             }
-            ProviderSignal::Answered => self.breaker = Breaker::Closed { failures: 0 },
+            ProviderSignal::Answered => {
+                self.breaker = Breaker::Closed { failures: 0 };
+                self.window.grow();
+            }
             ProviderSignal::PauseFor(wait) => {
+                self.window.shrink();
                 let until = now + wait.min(self.limits.max_pause);
                 self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
                 self.breaker = Breaker::Closed { failures: 0 };
@@ -276,6 +300,7 @@ impl ProviderGate {
     }
 
     fn fail(&mut self, now: Instant) {
+        self.window.shrink();
         if self.limits.breaker_failures == 0 {
             return;
         }
@@ -285,117 +310,20 @@ impl ProviderGate {
         self.breaker = match self.breaker(now) {
             Breaker::Closed { failures } if failures + 1 >= self.limits.breaker_failures => {
                 tracing::warn!(cooldown = ?self.limits.breaker_cooldown, "provider failing; circuit breaker opened");
+                self.window.restart();
                 open
             }
             Breaker::Closed { failures } => Breaker::Closed {
                 failures: failures + 1,
             },
-            Breaker::HalfOpen { .. } | Breaker::Open { .. } => open,
+            Breaker::HalfOpen { .. } | Breaker::Open { .. } => {
+                self.window.restart();
+                open
+            }
         };
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn limits() -> ProviderLimits {
-        ProviderLimits {
-            max_in_flight: 3,
-            breaker_failures: 2,
-            breaker_cooldown: Duration::from_secs(10),
-            max_pause: Duration::from_secs(60),
-            rate_limit: None,
-        }
-    }
-
-    #[test]
-    fn the_rate_limit_grants_the_burst_then_waits() {
-        let now = Instant::now();
-        let mut g = ProviderGate::new(ProviderLimits {
-            max_in_flight: 100,
-            rate_limit: Some(RateLimit {
-                per_second: NonZeroU32::new(10).unwrap(),
-                burst: NonZeroU32::new(4).unwrap(),
-            }),
-            ..limits()
-        });
-        assert_eq!(g.take(10, now), 4, "the burst");
-        assert_eq!(g.take(10, now), 0, "then the limiter is dry");
-        assert_eq!(g.rate_limited(), 2, "both claims ran the limiter dry");
-        let reopens = g.reopens_at(now).expect("a wait for the next token");
-        assert!(reopens > now && reopens <= now + Duration::from_millis(110));
-    }
-
-    #[test]
-    fn in_flight_is_bounded() {
-        let now = Instant::now();
-        let mut g = ProviderGate::new(limits());
-        assert_eq!(g.available(now), 3);
-        g.start(3, now);
-        assert_eq!(g.available(now), 0);
-        g.finish(ProviderSignal::Answered, now);
-        assert_eq!(g.available(now), 1);
-    }
-
-    #[test]
-    fn retry_after_pauses_the_whole_provider_clamped() {
-        let now = Instant::now();
-        let mut g = ProviderGate::new(limits());
-        g.start(1, now);
-        g.finish(ProviderSignal::PauseFor(Duration::from_secs(3600)), now);
-        assert_eq!(g.available(now), 0);
-        assert_eq!(g.reopens_at(now), Some(now + Duration::from_secs(60)));
-        assert_eq!(g.available(now + Duration::from_secs(61)), 3);
-    }
-
-    #[test]
-    fn breaker_opens_half_opens_and_closes() {
-        let now = Instant::now();
-        let mut g = ProviderGate::new(limits());
-        g.start(2, now);
-        g.finish(ProviderSignal::Failed, now);
-        assert_eq!(g.breaker(now), Breaker::Closed { failures: 1 });
-        g.finish(ProviderSignal::Failed, now);
-        assert!(matches!(g.breaker(now), Breaker::Open { .. }));
-        assert_eq!(g.available(now), 0, "open: nothing is claimed");
-        let later = now + Duration::from_secs(10);
-        assert_eq!(g.available(later), 1, "half open: one trial");
-        g.start(1, later);
-        assert_eq!(g.available(later), 0, "only one trial at a time");
-        g.finish(ProviderSignal::Failed, later);
-        assert!(
-            matches!(g.breaker(later), Breaker::Open { .. }),
-            "a failed trial reopens"
-        );
-        let again = later + Duration::from_secs(10);
-        g.start(1, again);
-        g.finish(ProviderSignal::Answered, again);
-        assert_eq!(g.breaker(again), Breaker::Closed { failures: 0 });
-        assert_eq!(g.available(again), 3);
-    }
-
-    #[test]
-    fn an_answer_resets_the_failure_count() {
-        let now = Instant::now();
-        let mut g = ProviderGate::new(limits());
-        g.start(3, now);
-        g.finish(ProviderSignal::Failed, now);
-        g.finish(ProviderSignal::Answered, now);
-        g.finish(ProviderSignal::Failed, now);
-        assert_eq!(g.breaker(now), Breaker::Closed { failures: 1 });
-    }
-
-    #[test]
-    fn a_silent_trial_lets_another_try() {
-        let now = Instant::now();
-        let mut g = ProviderGate::new(limits());
-        g.start(2, now);
-        g.finish(ProviderSignal::Failed, now);
-        g.finish(ProviderSignal::Failed, now);
-        let later = now + Duration::from_secs(11);
-        g.start(1, later);
-        g.finish(ProviderSignal::Silent, later);
-        assert_eq!(g.available(later), 1);
-    }
-}
+#[path = "capacity_tests.rs"]
+mod tests;

@@ -2,10 +2,13 @@
 //!
 //! The rule, in one place (backends only bind its [`FairShare`]):
 //!
-//! * **In turn.** A claim visits the tenants that have pending intents in name order,
-//!   starting with the tenant after the one the previous claim ended on and wrapping
-//!   around. So a tenant with one new intent is reached by the next claim at the latest,
-//!   however large another tenant's backlog is.
+//! * **In turn.** A claim visits the tenants that have pending intents in name order
+//!   (bytewise), starting with the tenant after the one the previous claim ended on and
+//!   wrapping around. So a tenant with one new intent is reached by the next claim at the
+//!   latest, however large another tenant's backlog is. When the previous claim's limit
+//!   cut its last tenant off short of its share, the next claim starts *at* that tenant
+//!   instead: otherwise the tenant the limit keeps cutting off would lose its turn claim
+//!   after claim.
 //! * **A share each.** Each visited tenant gives at most `per_tenant` of its due intents
 //!   (oldest due first, ordering chains respected) before the claim moves on. `per_tenant`
 //!   is the claim's limit divided by the number of tenants *crowded* in the previous two
@@ -22,15 +25,24 @@
 
 use std::collections::BTreeMap;
 
-use crate::store::{ClaimedIntent, FairShare};
+use crate::store::{ClaimedIntent, FairShare, TurnStart};
 
 /// Where the claims of one dispatcher (or one provider's lane) are in the tenants' turn.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantTurns {
-    /// The tenant the previous claim ended on.
-    after: Option<String>,
+    /// Where the next claim starts (after or at the tenant the previous one ended on).
+    start: TurnStart,
     /// The tenants crowded in the previous claim and in the one before.
     crowded: [Vec<String>; 2],
+}
+
+impl Default for TenantTurns {
+    fn default() -> Self {
+        Self {
+            start: TurnStart::First,
+            crowded: Default::default(),
+        }
+    }
 }
 
 impl TenantTurns {
@@ -47,7 +59,7 @@ impl TenantTurns {
         crowded.dedup();
         let crowded = u32::try_from(crowded.len()).unwrap_or(u32::MAX).max(1);
         FairShare {
-            after_tenant: self.after.clone(),
+            start: self.start.clone(),
             per_tenant: limit.div_ceil(crowded).max(1),
         }
     }
@@ -63,25 +75,26 @@ impl TenantTurns {
         for intent in claimed {
             *counts.entry(intent.tenant.as_str()).or_default() += 1;
         }
-        // The visiting order: tenants after the previous end first, then from the start.
-        let turn = |tenant: &str| {
-            let wrapped = share.after_tenant.as_deref().is_some_and(|a| tenant <= a);
-            (wrapped, tenant.to_owned())
-        };
+        // The visiting order: tenants from the start first, then those after the wrap.
         let last = counts
             .keys()
-            .map(|t| turn(t))
+            .map(|t| (share.is_wrapped(t), *t))
             .max()
-            .map(|(_, t)| t)
+            .map(|(_, t)| t.to_owned())
             .expect("claimed is not empty");
         let full = claimed.len() >= limit as usize;
+        let cut_short = full && counts[last.as_str()] < share.per_tenant;
         let crowded = counts
             .iter()
             .filter(|(tenant, n)| **n >= share.per_tenant || (full && **tenant == last))
             .map(|(tenant, _)| (*tenant).to_owned())
             .collect();
         self.crowded = [std::mem::take(&mut self.crowded[1]), crowded];
-        self.after = Some(last);
+        self.start = if cut_short {
+            TurnStart::At(last)
+        } else {
+            TurnStart::After(last)
+        };
     }
 }
 
@@ -129,14 +142,15 @@ mod tests {
         let share = turns.share(4);
         turns.advance(&share, 4, &claimed(&["a", "a", "a", "a"]));
         let next = turns.share(4);
-        assert_eq!(next.after_tenant.as_deref(), Some("a"));
+        assert_eq!(next.start, TurnStart::After("a".into()));
         assert_eq!(
             next.per_tenant, 4,
             "one crowded tenant keeps the whole claim"
         );
-        // b (after a) then the wrap back to a: the claim ended on a, not on b.
+        // b (after a) then the wrap back to a: the claim ended on a, not on b, and the
+        // limit cut a off at 3 of its 4: the next claim starts at a.
         turns.advance(&next, 4, &claimed(&["b", "a", "a", "a"]));
-        assert_eq!(turns.share(4).after_tenant.as_deref(), Some("a"));
+        assert_eq!(turns.share(4).start, TurnStart::At("a".into()));
         assert_eq!(
             turns.share(4).per_tenant,
             4,
@@ -148,20 +162,22 @@ mod tests {
     fn two_crowded_tenants_get_half_each() {
         let mut turns = TenantTurns::new();
         let share = FairShare {
-            after_tenant: None,
+            start: TurnStart::First,
             per_tenant: 2,
         };
-        // a gave its whole share, b was cut off by the limit.
+        // a gave its whole share, b was cut off by the limit (short of its share).
         turns.advance(&share, 3, &claimed(&["a", "a", "b"]));
         let share = turns.share(4);
         assert_eq!(share.per_tenant, 2);
-        assert_eq!(share.after_tenant.as_deref(), Some("b"));
-        turns.advance(&share, 4, &claimed(&["c", "c", "a", "a"]));
+        assert_eq!(share.start, TurnStart::At("b".into()));
+        turns.advance(&share, 4, &claimed(&["b", "b", "c", "c"]));
         let share = turns.share(4);
         assert_eq!(
-            (share.after_tenant.as_deref(), share.per_tenant),
-            (Some("a"), 2)
+            (share.start.clone(), share.per_tenant),
+            (TurnStart::After("c".into()), 2)
         );
+        turns.advance(&share, 4, &claimed(&["a", "a", "b", "b"]));
+        assert_eq!(turns.share(4).start, TurnStart::After("b".into()));
     }
 
     #[test]
@@ -173,8 +189,49 @@ mod tests {
         turns.advance(&share, 4, &claimed(&["b", "b", "b", "b"]));
         let share = turns.share(4);
         assert_eq!(
-            (share.after_tenant.as_deref(), share.per_tenant),
-            (Some("b"), 2)
+            (share.start.clone(), share.per_tenant),
+            (TurnStart::After("b".into()), 2)
+        );
+    }
+
+    /// What a claim of `share` and `limit` takes when every tenant in `tenants` (sorted)
+    /// has a large backlog: the store's walk, tenant by tenant.
+    fn walk(share: &FairShare, limit: u32, tenants: &[&str]) -> Vec<ClaimedIntent> {
+        let (wrapped, first): (Vec<&str>, Vec<&str>) =
+            tenants.iter().partition(|t| share.is_wrapped(t));
+        let mut taken = Vec::new();
+        for tenant in first.into_iter().chain(wrapped) {
+            let room = limit as usize - taken.len();
+            taken.extend(std::iter::repeat_n(
+                tenant,
+                room.min(share.per_tenant as usize),
+            ));
+        }
+        claimed(&taken)
+    }
+
+    #[test]
+    fn a_tenant_cut_off_short_of_its_share_is_not_cut_off_again() {
+        let tenants = ["t1", "t2", "t3", "t4", "t5", "t6"];
+        let mut turns = TenantTurns::new();
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for claim in 0..40 {
+            let share = turns.share(16);
+            let taken = walk(&share, 16, &tenants);
+            turns.advance(&share, 16, &taken);
+            // Counted once the share has settled at 16 / 6 crowded tenants = 3.
+            if claim >= 10 {
+                assert_eq!(share.per_tenant, 3);
+                for intent in &taken {
+                    *counts.entry(intent.tenant.clone()).or_default() += 1;
+                }
+            }
+        }
+        let least = counts.values().min().copied().unwrap_or(0);
+        let most = counts.values().max().copied().unwrap_or(0);
+        assert!(
+            most - least <= 3,
+            "unequal shares over 30 claims: {counts:?}"
         );
     }
 
@@ -182,7 +239,7 @@ mod tests {
     fn an_empty_claim_keeps_the_turn_and_drops_the_caps() {
         let mut turns = TenantTurns::new();
         let share = FairShare {
-            after_tenant: None,
+            start: TurnStart::First,
             per_tenant: 1,
         };
         turns.advance(&share, 2, &claimed(&["a", "b"]));
@@ -190,6 +247,6 @@ mod tests {
         let share = turns.share(2);
         turns.advance(&share, 2, &[]);
         assert_eq!(turns.share(2).per_tenant, 2);
-        assert_eq!(turns.share(2).after_tenant.as_deref(), Some("b"));
+        assert_eq!(turns.share(2).start, TurnStart::After("b".into()));
     }
 }

@@ -3,8 +3,8 @@
 //! by the claim's token. [`retry`] holds the pure retry rules, [`attempt`] one delivery,
 //! [`lease`] whether a lease still covers a request, [`dispatcher`] the testable step,
 //! [`pipeline`] the daemon's engine (slots refilled as requests finish, outcomes
-//! group-committed), [`capacity`] the per-provider bulkheads, [`wakeup`] how an idle loop
-//! waits.
+//! group-committed), [`capacity`] the per-provider bulkheads, [`window`] a provider's
+//! adaptive send window, [`wakeup`] how an idle loop waits.
 
 pub mod actions;
 pub mod attempt;
@@ -17,6 +17,7 @@ pub mod publish;
 pub mod retry;
 pub mod run_loop;
 pub mod wakeup;
+pub mod window;
 
 pub use actions::{ActionRuntime, ActionTable};
 pub use capacity::{Breaker, ProviderGate, ProviderLimits, ProviderSignal, RateLimit};

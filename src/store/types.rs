@@ -31,26 +31,55 @@ pub struct ClaimRequest {
 /// How one claim shares its intents between tenants (decided by
 /// [`crate::dispatch::fairness::TenantTurns`]; backends only bind it).
 ///
-/// The claim visits tenants with pending intents in name order, starting with the first
-/// tenant after `after_tenant` and wrapping around to the first one, and takes from each at
-/// most `per_tenant` of its due intents (in `next_attempt_at`, `id` order), until it has
-/// `limit`. Each tenant's intents are found by a seek per action (index
+/// The claim visits tenants with pending intents in name order (bytewise, as Rust compares
+/// `str`), starting where `start` says and wrapping around to the first one, and takes from
+/// each at most `per_tenant` of its due intents (in `next_attempt_at`, `id` order), until
+/// it has `limit`. Each tenant's intents are found by a seek per action (index
 /// `outbox_intents_due_by_tenant`), so neither a tenant's backlog nor another provider's
 /// delays the next tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FairShare {
-    /// Start after this tenant (None: with the first tenant).
-    pub after_tenant: Option<String>,
+    /// Where the walk of tenants starts.
+    pub start: TurnStart,
     /// At most this many intents per tenant in this claim (at least 1).
     pub per_tenant: u32,
+}
+
+/// Where a claim's walk of tenants starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnStart {
+    /// With the first tenant; no wrap-around.
+    First,
+    /// With the first tenant after this one; this one comes last, after the wrap-around.
+    After(String),
+    /// With this tenant itself (the previous claim cut it off short of its share).
+    At(String),
 }
 
 impl FairShare {
     /// No tenant is capped: each claim starts with the first tenant.
     pub fn uncapped(limit: u32) -> Self {
         Self {
-            after_tenant: None,
+            start: TurnStart::First,
             per_tenant: limit.max(1),
+        }
+    }
+
+    /// The start as the backends bind it: the walk begins with the tenants `>= bound`
+    /// when `inclusive`, `> bound` otherwise (`("", true)` for [`TurnStart::First`]).
+    pub fn start_bound(&self) -> (&str, bool) {
+        match &self.start {
+            TurnStart::First => ("", true),
+            TurnStart::After(tenant) => (tenant, false),
+            TurnStart::At(tenant) => (tenant, true),
+        }
+    }
+
+    /// Whether `tenant` is visited after the wrap-around (it sorts before the start).
+    pub fn is_wrapped(&self, tenant: &str) -> bool {
+        match self.start_bound() {
+            (bound, true) => tenant < bound,
+            (bound, false) => tenant <= bound,
         }
     }
 }

@@ -183,3 +183,20 @@ fn lease_must_cover_request_timeout_plus_margin() {
     let roomy = toml_with(&[("request_timeout", "\"20s\"")], &[], "");
     assert!(warnings_of(&roomy).is_empty(), "{:?}", warnings_of(&roomy));
 }
+
+#[test]
+fn max_in_flight_defaults_to_an_equal_share_of_concurrency() {
+    let one = load_ok(super::BASE, &[]).config;
+    assert_eq!(
+        one.max_in_flight("payments"),
+        32,
+        "one provider: every slot"
+    );
+    let two = format!(
+        "[dispatcher]\nconcurrency = 40\n{}\n[providers.mail]\nbase_url = \"https://mail.example.com\"\nmax_in_flight = 7\n",
+        super::BASE
+    );
+    let two = load_ok(&two, &[]).config;
+    assert_eq!(two.max_in_flight("payments"), 20, "40 slots, two providers");
+    assert_eq!(two.max_in_flight("mail"), 7, "as configured");
+}

@@ -27,8 +27,12 @@ use crate::store::{
 ///
 /// Claims up to `limit` ($3) due intents, sharing them between tenants as
 /// [`FairShare`] says: `after_turn` and `from_start` walk the tenants with pending intents
-/// in name order (one index probe per tenant, a loose index scan of
-/// `outbox_intents_due_by_tenant`), starting after `$6` and wrapping around; for each, a
+/// in bytewise name order (`COLLATE "C"`, the order of Rust's `str` that
+/// [`crate::dispatch::fairness::TenantTurns`] uses, whatever the database's collation; one
+/// index probe per tenant, a loose index scan of `outbox_intents_due_by_tenant`, whose
+/// `tenant` key is in the "C" collation, migration 0005), starting at `$6` when `$8` is
+/// true (an inclusive bound: [`FairShare::start_bound`]) or after it, and wrapping
+/// around; for each, a
 /// `LATERAL` seek per action takes at most `$7` of its due intents in order (a claim for
 /// one provider never reads another provider's backlog), and the first `$7` of those in
 /// order are taken (the others stay locked only until this statement commits). The walk is evaluated
@@ -41,26 +45,34 @@ use crate::store::{
 /// (`$1`) is judged with the replica's clock, which planned `next_attempt_at`.
 const CLAIM_DUE_SQL: &str = r#"
 WITH RECURSIVE after_turn(tenant) AS (
-    SELECT min(tenant) FROM outbox_intents WHERE state = 'pending' AND tenant > $6
+    SELECT CASE WHEN $8::boolean
+        THEN (SELECT min(tenant COLLATE "C") FROM outbox_intents
+              WHERE state = 'pending' AND tenant COLLATE "C" >= $6)
+        ELSE (SELECT min(tenant COLLATE "C") FROM outbox_intents
+              WHERE state = 'pending' AND tenant COLLATE "C" > $6)
+    END
   UNION ALL
-    SELECT (SELECT min(n.tenant) FROM outbox_intents n
-            WHERE n.state = 'pending' AND n.tenant > a.tenant)
+    SELECT (SELECT min(n.tenant COLLATE "C") FROM outbox_intents n
+            WHERE n.state = 'pending' AND n.tenant COLLATE "C" > a.tenant)
     FROM after_turn a WHERE a.tenant IS NOT NULL
 ), from_start(tenant) AS (
-    SELECT min(tenant) FROM outbox_intents WHERE state = 'pending' AND $6 <> ''
+    SELECT min(tenant COLLATE "C") FROM outbox_intents WHERE state = 'pending' AND $6 <> ''
   UNION ALL
-    SELECT (SELECT min(n.tenant) FROM outbox_intents n
-            WHERE n.state = 'pending' AND n.tenant > f.tenant)
-    FROM from_start f WHERE f.tenant IS NOT NULL AND f.tenant < $6
+    SELECT (SELECT min(n.tenant COLLATE "C") FROM outbox_intents n
+            WHERE n.state = 'pending' AND n.tenant COLLATE "C" > f.tenant)
+    FROM from_start f WHERE f.tenant IS NOT NULL AND f.tenant < $6 COLLATE "C"
 ), turns AS (
     SELECT tenant FROM after_turn WHERE tenant IS NOT NULL
     UNION ALL
-    SELECT tenant FROM from_start WHERE tenant IS NOT NULL AND tenant <= $6
+    SELECT tenant FROM from_start
+    WHERE tenant IS NOT NULL
+      AND (tenant < $6 COLLATE "C" OR (tenant = $6 COLLATE "C" AND NOT $8::boolean))
 ), due AS (
     SELECT d.id FROM turns t CROSS JOIN LATERAL (
         SELECT c.id FROM unnest($2::text[]) AS a(action) CROSS JOIN LATERAL (
             SELECT i.id, i.next_attempt_at FROM outbox_intents i
-            WHERE i.state = 'pending' AND i.tenant = t.tenant AND i.action = a.action
+            WHERE i.state = 'pending' AND i.tenant COLLATE "C" = t.tenant
+              AND i.action = a.action
               AND i.next_attempt_at <= $1
               AND (i.ordering_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM outbox_intents e
@@ -225,14 +237,16 @@ pub(super) async fn claim_due(
     req: &ClaimRequest,
     share: &FairShare,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
+    let (start, inclusive) = share.start_bound();
     let rows = sqlx::query(CLAIM_DUE_SQL)
         .bind(req.now)
         .bind(&req.actions)
         .bind(i64::from(req.limit))
         .bind(&req.owner)
         .bind(lease_millis(req))
-        .bind(share.after_tenant.as_deref().unwrap_or(""))
+        .bind(start)
         .bind(i64::from(share.per_tenant.max(1)))
+        .bind(inclusive)
         .fetch_all(pool)
         .await?;
     rows.iter().map(claimed_from_row).collect()

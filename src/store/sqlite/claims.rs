@@ -17,9 +17,13 @@ use crate::store::{
 };
 
 /// The first tenant with pending intents after `?1` (one probe of
-/// `outbox_intents_due_by_tenant`).
+/// `outbox_intents_due_by_tenant`; `tenant` compares bytewise, SQLite's `BINARY`).
 const NEXT_TENANT_SQL: &str = "SELECT tenant FROM outbox_intents \
     WHERE state = 'pending' AND tenant > ?1 ORDER BY tenant LIMIT 1";
+
+/// The first tenant with pending intents at or after `?1` (an inclusive start).
+const FIRST_TENANT_AT_SQL: &str = "SELECT tenant FROM outbox_intents \
+    WHERE state = 'pending' AND tenant >= ?1 ORDER BY tenant LIMIT 1";
 
 /// Up to `?4` due intents of tenant `?1` and action `?3` in claim order, only heads of
 /// ordering chains (a seek in `outbox_intents_due_by_tenant` that stops at the first intent
@@ -102,27 +106,34 @@ fn claimed_from_row(row: &SqliteRow, claimed_at: i64) -> Result<ClaimedIntent, S
 }
 
 /// The claim (see [`FairShare`]): walks the tenants with pending intents in name order from
-/// after `share.after_tenant`, wrapping around, takes up to `share.per_tenant` due intents
-/// of each until `req.limit`, and marks them in flight, all in one write transaction.
+/// `share.start` ([`FairShare::start_bound`]), wrapping around, takes up to
+/// `share.per_tenant` due intents of each until `req.limit`, and marks them in flight, all
+/// in one write transaction.
 pub(super) async fn claim_due(
     pool: &SqlitePool,
     req: &ClaimRequest,
     share: &FairShare,
 ) -> Result<Vec<ClaimedIntent>, StoreError> {
     let limit = usize::try_from(req.limit).unwrap_or(usize::MAX);
-    let start = share.after_tenant.clone().unwrap_or_default();
+    let (start, inclusive) = share.start_bound();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let mut chosen: Vec<i64> = Vec::new();
-    let (mut cursor, mut wrapped) = (start.clone(), start.is_empty());
+    // (the tenant to probe from, whether it is itself a candidate, past the wrap-around)
+    let (mut cursor, mut at_cursor, mut wrapped) = (start.to_owned(), inclusive, false);
     while chosen.len() < limit {
-        let next: Option<String> = sqlx::query_scalar(NEXT_TENANT_SQL)
+        let probe = if at_cursor {
+            FIRST_TENANT_AT_SQL
+        } else {
+            NEXT_TENANT_SQL
+        };
+        let next: Option<String> = sqlx::query_scalar(probe)
             .bind(&cursor)
             .fetch_optional(&mut *tx)
             .await?;
         let tenant = match next {
-            Some(t) if !(wrapped && !start.is_empty() && t > start) => t,
-            _ if !wrapped => {
-                (cursor, wrapped) = (String::new(), true);
+            Some(t) if !wrapped || share.is_wrapped(&t) => t,
+            None if !wrapped && !start.is_empty() => {
+                (cursor, at_cursor, wrapped) = (String::new(), true, true);
                 continue;
             }
             _ => break,
@@ -143,7 +154,7 @@ pub(super) async fn claim_due(
         due.sort_unstable();
         let ids = due.into_iter().take(want).map(|(_, id)| id);
         chosen.extend(ids);
-        cursor = tenant;
+        (cursor, at_cursor) = (tenant, false);
     }
     let claimed_at = ms(Utc::now());
     let mut rows = sqlx::query(CLAIM_SQL)

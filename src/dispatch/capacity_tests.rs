@@ -1,0 +1,218 @@
+//! Tests of [`super::ProviderGate`]: bounds, pauses, the breaker and the send window.
+
+use super::*;
+
+fn limits() -> ProviderLimits {
+    ProviderLimits {
+        max_in_flight: 3,
+        breaker_failures: 2,
+        breaker_cooldown: Duration::from_secs(10),
+        max_pause: Duration::from_secs(60),
+        rate_limit: None,
+    }
+}
+
+/// A gate whose send window has grown to `max_in_flight` (every request answered).
+fn warmed(limits: ProviderLimits) -> ProviderGate {
+    let (now, mut g) = (Instant::now(), ProviderGate::new(limits));
+    while g.window() < limits.max_in_flight {
+        g.start(1, now);
+        g.finish(ProviderSignal::Answered, now);
+    }
+    g
+}
+
+#[test]
+fn the_rate_limit_grants_the_burst_then_waits() {
+    let now = Instant::now();
+    // Warming the window up sends nothing through the rate limiter (only `take` does).
+    let mut g = warmed(ProviderLimits {
+        max_in_flight: 100,
+        rate_limit: Some(RateLimit {
+            per_second: NonZeroU32::new(10).unwrap(),
+            burst: NonZeroU32::new(4).unwrap(),
+        }),
+        ..limits()
+    });
+    assert_eq!(g.take(10, now), 4, "the burst");
+    assert_eq!(g.take(10, now), 0, "then the limiter is dry");
+    assert_eq!(g.rate_limited(), 2, "both claims ran the limiter dry");
+    let reopens = g.reopens_at(now).expect("a wait for the next token");
+    assert!(reopens > now && reopens <= now + Duration::from_millis(110));
+}
+
+#[test]
+fn in_flight_is_bounded() {
+    let now = Instant::now();
+    let mut g = warmed(limits());
+    assert_eq!(g.available(now), 3);
+    g.start(3, now);
+    assert_eq!(g.available(now), 0);
+    g.finish(ProviderSignal::Answered, now);
+    assert_eq!(g.available(now), 1);
+}
+
+#[test]
+fn retry_after_pauses_the_whole_provider_clamped() {
+    let now = Instant::now();
+    let mut g = warmed(limits());
+    g.start(1, now);
+    g.finish(ProviderSignal::PauseFor(Duration::from_secs(3600)), now);
+    assert_eq!(g.available(now), 0);
+    assert_eq!(g.reopens_at(now), Some(now + Duration::from_secs(60)));
+    assert_eq!(
+        g.available(now + Duration::from_secs(61)),
+        1,
+        "then half the window (3 / 2)"
+    );
+}
+
+#[test]
+fn breaker_opens_half_opens_and_closes() {
+    let now = Instant::now();
+    let mut g = warmed(limits());
+    g.start(2, now);
+    g.finish(ProviderSignal::Failed, now);
+    assert_eq!(g.breaker(now), Breaker::Closed { failures: 1 });
+    g.finish(ProviderSignal::Failed, now);
+    assert!(matches!(g.breaker(now), Breaker::Open { .. }));
+    assert_eq!(g.available(now), 0, "open: nothing is claimed");
+    let later = now + Duration::from_secs(10);
+    assert_eq!(g.available(later), 1, "half open: one trial");
+    g.start(1, later);
+    assert_eq!(g.available(later), 0, "only one trial at a time");
+    g.finish(ProviderSignal::Failed, later);
+    assert!(
+        matches!(g.breaker(later), Breaker::Open { .. }),
+        "a failed trial reopens"
+    );
+    let again = later + Duration::from_secs(10);
+    g.start(1, again);
+    g.finish(ProviderSignal::Answered, again);
+    assert_eq!(g.breaker(again), Breaker::Closed { failures: 0 });
+    assert_eq!(
+        g.available(again),
+        2,
+        "the window restarted at the trial's one, plus one"
+    );
+}
+
+#[test]
+fn an_answer_resets_the_failure_count() {
+    let now = Instant::now();
+    let mut g = warmed(limits());
+    g.start(3, now);
+    g.finish(ProviderSignal::Failed, now);
+    g.finish(ProviderSignal::Answered, now);
+    g.finish(ProviderSignal::Failed, now);
+    assert_eq!(g.breaker(now), Breaker::Closed { failures: 1 });
+}
+
+#[test]
+fn a_fresh_provider_gets_one_request_until_it_answers_then_more() {
+    let now = Instant::now();
+    let mut g = ProviderGate::new(ProviderLimits {
+        max_in_flight: 8,
+        ..limits()
+    });
+    assert_eq!(g.available(now), 1, "start small");
+    g.start(1, now);
+    assert_eq!(g.available(now), 0);
+    g.finish(ProviderSignal::Answered, now);
+    assert_eq!(g.available(now), 2, "grows by one per answer");
+    g.start(2, now);
+    g.finish(ProviderSignal::Answered, now);
+    g.finish(ProviderSignal::Answered, now);
+    assert_eq!(g.available(now), 4);
+    for _ in 0..10 {
+        g.start(1, now);
+        g.finish(ProviderSignal::Answered, now);
+    }
+    assert_eq!(g.available(now), 8, "never above max_in_flight");
+}
+
+#[test]
+fn a_failure_halves_the_window() {
+    let now = Instant::now();
+    let mut g = ProviderGate::new(ProviderLimits {
+        max_in_flight: 8,
+        breaker_failures: 0,
+        ..limits()
+    });
+    for _ in 0..7 {
+        g.start(1, now);
+        g.finish(ProviderSignal::Answered, now);
+    }
+    assert_eq!(g.available(now), 8);
+    g.start(8, now);
+    g.finish(ProviderSignal::Failed, now);
+    assert_eq!(g.available(now), 0, "7 in flight against a window of 4");
+    for _ in 0..4 {
+        g.finish(ProviderSignal::Silent, now);
+    }
+    assert_eq!(g.available(now), 1, "3 in flight, window 4");
+    g.finish(ProviderSignal::Failed, now);
+    g.finish(ProviderSignal::Failed, now);
+    g.finish(ProviderSignal::Failed, now);
+    assert_eq!(g.available(now), 1, "never below one");
+}
+
+#[test]
+fn after_the_breaker_closes_requests_start_again_one_at_a_time() {
+    let now = Instant::now();
+    let mut g = ProviderGate::new(limits());
+    for _ in 0..3 {
+        g.start(1, now);
+        g.finish(ProviderSignal::Answered, now);
+    }
+    assert_eq!(g.available(now), 3);
+    g.start(2, now);
+    g.finish(ProviderSignal::Failed, now);
+    g.finish(ProviderSignal::Failed, now);
+    let later = now + Duration::from_secs(10);
+    assert_eq!(g.available(later), 1, "the trial");
+    g.start(1, later);
+    assert_eq!(g.available(later), 0, "the trial is the only request");
+    g.finish(ProviderSignal::Answered, later);
+    assert_eq!(g.breaker(later), Breaker::Closed { failures: 0 });
+    assert_eq!(
+        g.available(later),
+        2,
+        "from one again: the trial's answer adds one"
+    );
+    g.start(2, later);
+    g.finish(ProviderSignal::Answered, later);
+    g.finish(ProviderSignal::Answered, later);
+    assert_eq!(g.available(later), 3);
+}
+
+#[test]
+fn a_silent_trial_lets_another_try() {
+    let now = Instant::now();
+    let mut g = ProviderGate::new(limits());
+    g.start(2, now);
+    g.finish(ProviderSignal::Failed, now);
+    g.finish(ProviderSignal::Failed, now);
+    let later = now + Duration::from_secs(11);
+    g.start(1, later);
+    g.finish(ProviderSignal::Silent, later);
+    assert_eq!(g.available(later), 1);
+}
+
+#[test]
+fn default_shares_of_the_slots_never_add_up_to_more_than_concurrency() {
+    assert_eq!(default_max_in_flight(32, 1), 32, "one provider: every slot");
+    assert_eq!(default_max_in_flight(32, 2), 16);
+    assert_eq!(default_max_in_flight(32, 3), 10);
+    assert_eq!(default_max_in_flight(32, 0), 32);
+    assert_eq!(default_max_in_flight(2, 5), 1, "at least one each");
+    for concurrency in 1..100 {
+        for providers in 1..=concurrency {
+            let share = default_max_in_flight(concurrency, providers);
+            assert!(
+                share * providers <= concurrency,
+                "{concurrency} / {providers}"
+            );
+        }
+    }
+}
