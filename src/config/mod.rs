@@ -58,7 +58,8 @@ pub use error::{ConfigError, ConfigProblem};
 pub use lease::{shortest_lease, SEND_MARGIN};
 pub use load::{ENV_PREFIX, ENV_SEPARATOR};
 pub use provider::{
-    HeaderValueConfig, ProviderConfig, RateLimitConfig, SigningConfig, SIGNING_SECRET_PREFIX,
+    default_max_in_flight, HeaderValueConfig, ProviderConfig, RateLimitConfig, SigningConfig,
+    SIGNING_SECRET_PREFIX,
 };
 pub use resolve::SecretNeeds;
 pub use secret::{looks_like_secret, redact_url_password, url_has_password, Secret, REDACTED};
@@ -174,7 +175,7 @@ impl Config {
     pub fn max_in_flight(&self, provider: &str) -> usize {
         let configured = self.providers.get(provider).and_then(|p| p.max_in_flight);
         configured.unwrap_or_else(|| {
-            crate::dispatch::capacity::default_max_in_flight(
+            provider::default_max_in_flight(
                 usize::try_from(self.dispatcher.concurrency).unwrap_or(usize::MAX),
                 self.providers.len(),
             )

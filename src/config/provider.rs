@@ -48,7 +48,7 @@ pub struct ProviderConfig {
     /// Requests in flight to this provider at once, at most (its concurrency limit; bounds
     /// the load outboxd puts on it and the request slots it can hold). Intents of a
     /// saturated provider are not claimed. Unset: an equal share of
-    /// `dispatcher.concurrency` ([`crate::dispatch::capacity::default_max_in_flight`]), so
+    /// `dispatcher.concurrency` ([`default_max_in_flight`]), so
     /// the providers' defaults together never exceed it and a slow one cannot hold the
     /// slots of the others. Read it with [`super::Config::max_in_flight`].
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -177,4 +177,14 @@ pub(crate) fn decode_signing_secret(secret: &str) -> Result<Vec<u8>, String> {
             "the part after {SIGNING_SECRET_PREFIX:?} must be standard base64"
         )),
     }
+}
+
+/// A provider's `max_in_flight` when it is not configured: an equal share of the
+/// dispatcher's `concurrency` request slots among the `providers` configured (at least 1).
+/// One provider gets every slot; with several, their defaults add up to at most
+/// `concurrency`, so a slow or silent provider holds only its own share and every other
+/// provider keeps its slots. A busy provider cannot borrow an idle one's share: raise
+/// `concurrency`, or set `max_in_flight`, to give it more.
+pub fn default_max_in_flight(concurrency: usize, providers: usize) -> usize {
+    (concurrency / providers.max(1)).max(1)
 }

@@ -15,60 +15,15 @@
 //!
 //! Pure state machines with the time passed in; no I/O, no clock of their own.
 
-use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use super::window::SendWindow;
 use crate::action::AttemptClass;
+pub use crate::config::default_max_in_flight;
+pub use crate::provider::limits::{ProviderLimits, RateLimit};
 use crate::store::{OutcomeRecord, Transition};
-
-/// The bulkhead settings of one provider (`[providers.NAME]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProviderLimits {
-    /// Requests in flight to this provider at once, at most (the send window's ceiling).
-    pub max_in_flight: usize,
-    /// Consecutive failures that open the breaker (0: no breaker).
-    pub breaker_failures: u32,
-    /// How long an open breaker stays open before one trial request.
-    pub breaker_cooldown: Duration,
-    /// The longest provider-wide pause a `Retry-After` may impose.
-    pub max_pause: Duration,
-    /// Requests per second and burst (`None`: no rate limit).
-    pub rate_limit: Option<RateLimit>,
-}
-
-/// A provider's request rate limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateLimit {
-    /// Sustained requests per second.
-    pub per_second: NonZeroU32,
-    /// Requests that may go at once after a quiet period.
-    pub burst: NonZeroU32,
-}
-
-/// A provider's `max_in_flight` when it is not configured: an equal share of the
-/// dispatcher's `concurrency` request slots among the `providers` configured (at least 1).
-/// One provider gets every slot; with several, their defaults add up to at most
-/// `concurrency`, so a slow or silent provider holds only its own share and every other
-/// provider keeps its slots. A busy provider cannot borrow an idle one's share: raise
-/// `concurrency`, or set `max_in_flight`, to give it more.
-pub fn default_max_in_flight(concurrency: usize, providers: usize) -> usize {
-    (concurrency / providers.max(1)).max(1)
-}
-
-impl Default for ProviderLimits {
-    fn default() -> Self {
-        Self {
-            max_in_flight: 64,
-            breaker_failures: 5,
-            breaker_cooldown: Duration::from_secs(30),
-            max_pause: Duration::from_secs(120),
-            rate_limit: None,
-        }
-    }
-}
 
 /// What one finished request says about its provider's health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

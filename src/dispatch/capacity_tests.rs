@@ -1,5 +1,7 @@
 //! Tests of [`super::ProviderGate`]: bounds, pauses, the breaker and the send window.
 
+use std::num::NonZeroU32;
+
 use super::*;
 
 fn limits() -> ProviderLimits {

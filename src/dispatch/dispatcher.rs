@@ -100,7 +100,7 @@ pub struct Dispatcher {
     /// Where [`Dispatcher::run_once`]'s claims are in the tenants' turn.
     turns: std::sync::Mutex<super::fairness::TenantTurns>,
     /// The pipeline's provider bulkheads while [`Dispatcher::run`] runs (for status).
-    pub(super) provider_states: std::sync::Mutex<Option<super::pipeline::Lanes>>,
+    pub(super) provider_states: std::sync::Mutex<Option<super::lanes::Lanes>>,
 }
 
 impl Dispatcher {

@@ -3,14 +3,16 @@
 //! by the claim's token. [`retry`] holds the pure retry rules, [`attempt`] one delivery,
 //! [`lease`] whether a lease still covers a request, [`dispatcher`] the testable step,
 //! [`pipeline`] the daemon's engine (slots refilled as requests finish, outcomes
-//! group-committed), [`capacity`] the per-provider bulkheads, [`window`] a provider's
-//! adaptive send window, [`wakeup`] how an idle loop waits.
+//! group-committed) and its per-provider `lanes`, [`capacity`] the per-provider bulkheads,
+//! [`window`] a provider's adaptive send window, [`fairness`] the tenants' turns, [`wakeup`]
+//! how an idle loop waits.
 
 pub mod actions;
 pub mod attempt;
 pub mod capacity;
 pub mod dispatcher;
 pub mod fairness;
+mod lanes;
 pub mod lease;
 pub mod pipeline;
 pub mod publish;

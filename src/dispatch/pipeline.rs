@@ -18,6 +18,7 @@
 //! are handed back. [`Dispatcher::run_once`] (one step) stays the testable unit; this loop
 //! only schedules it around slots.
 
+pub use crate::provider::state::ProviderState;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,7 @@ use tokio::task::JoinSet;
 use super::capacity::{ProviderGate, ProviderSignal};
 use super::dispatcher::{Dispatcher, Finished, StepReport};
 use super::fairness::TenantTurns;
+use super::lanes::{Lanes, ProviderLane};
 use super::wakeup::Wakeup;
 use crate::store::ClaimRequest;
 
@@ -36,38 +38,6 @@ use crate::store::ClaimRequest;
 pub const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(2);
 /// How long the claimer waits, after a request ended, for more slots to free up.
 pub const REFILL_WINDOW: Duration = Duration::from_millis(1);
-
-/// One provider's actions and live gate.
-pub(super) struct ProviderLane {
-    actions: Vec<String>,
-    gate: ProviderGate,
-    /// Where this provider's claims are in the tenants' turn.
-    turns: TenantTurns,
-}
-
-/// Every provider's lane, by provider name.
-pub(super) type Lanes = Arc<Mutex<BTreeMap<String, ProviderLane>>>;
-
-/// A read-only view of one provider's bulkhead, for status and metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderState {
-    /// Provider name.
-    pub provider: String,
-    /// Requests in flight now.
-    pub in_flight: usize,
-    /// `closed`, `open` or `half_open`.
-    pub breaker: &'static str,
-    /// Whether a `Retry-After` pause is in force.
-    pub paused: bool,
-    /// How often a claim found its rate limiter dry.
-    pub rate_limited: u64,
-    /// Its `max_in_flight`.
-    pub max_in_flight: usize,
-    /// While the breaker is open: when the trial request may go (wall clock).
-    pub breaker_open_until: Option<chrono::DateTime<chrono::Utc>>,
-    /// While a `Retry-After` pause is in force: until when (wall clock).
-    pub paused_until: Option<chrono::DateTime<chrono::Utc>>,
-}
 
 impl Dispatcher {
     fn provider_lanes(&self) -> Lanes {

@@ -83,11 +83,11 @@ struct OutcomeLabels {
 type HistogramFamily = Family<ActionLabels, Histogram, fn() -> Histogram>;
 
 fn delivery_histogram() -> Histogram {
-    Histogram::new(DELIVERY_BUCKETS.into_iter())
+    Histogram::new(DELIVERY_BUCKETS)
 }
 
 fn first_attempt_histogram() -> Histogram {
-    Histogram::new(FIRST_ATTEMPT_BUCKETS.into_iter())
+    Histogram::new(FIRST_ATTEMPT_BUCKETS)
 }
 
 /// Every metric of one `outboxd` process, and the registry that encodes them. Share it as
@@ -154,7 +154,7 @@ impl Metrics {
             "In-flight intents whose lease expired and that this process took over (each counts as an ambiguous attempt)",
             lease_expiries.clone(),
         );
-        let claim_batch = Histogram::new(BATCH_BUCKETS.into_iter());
+        let claim_batch = Histogram::new(BATCH_BUCKETS);
         registry.register(
             "claim_batch_size",
             "Intents claimed per claim that returned at least one intent",

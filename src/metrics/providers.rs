@@ -7,7 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::dispatch::pipeline::ProviderState;
+use crate::provider::state::ProviderState;
 
 /// Labels of the provider gauges.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

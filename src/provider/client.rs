@@ -50,7 +50,7 @@ pub struct ProviderClient {
     allow_private_addresses: bool,
     status_overrides: BTreeMap<u16, AttemptClass>,
     request_timeout: std::time::Duration,
-    limits: crate::dispatch::ProviderLimits,
+    limits: crate::provider::limits::ProviderLimits,
 }
 
 impl std::fmt::Debug for ProviderClient {
@@ -111,7 +111,7 @@ impl ProviderClient {
     }
 
     /// The provider's bulkhead settings.
-    pub fn limits(&self) -> crate::dispatch::ProviderLimits {
+    pub fn limits(&self) -> crate::provider::limits::ProviderLimits {
         self.limits
     }
 

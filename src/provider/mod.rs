@@ -14,14 +14,22 @@
 //! * [`client`] — the reqwest-based client: timeouts, size cap, no redirects, no proxy.
 //! * [`address_guard`] — refuses loopback / private / link-local destinations.
 //! * [`signing`] — Standard Webhooks request signing.
+//! * [`limits`] — a provider's bulkhead settings (in flight, rate limit, breaker, pause).
+//! * [`state`] — a provider's bulkhead seen from outside (metrics, status, admin API).
+//! * [`path`] — an attempt's request path, its placeholders filled and encoded.
+//! * [`lookup`] — an action's status lookup, ready to send.
 
 pub mod address_guard;
 pub mod classify;
 pub mod client;
+pub mod limits;
+pub mod lookup;
 pub mod observation;
+pub mod path;
 pub mod retry_after;
 pub mod settings;
 pub mod signing;
+pub mod state;
 
 pub use classify::{classify, Classified, ClassifyContext};
 pub use client::ProviderClient;

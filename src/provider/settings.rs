@@ -37,7 +37,7 @@ pub struct ProviderSettings {
     /// Status → class overrides for [`crate::provider::classify()`].
     pub status_overrides: BTreeMap<u16, AttemptClass>,
     /// The provider's bulkhead: in-flight cap, breaker, longest `Retry-After` pause.
-    pub limits: crate::dispatch::ProviderLimits,
+    pub limits: crate::provider::limits::ProviderLimits,
 }
 
 impl ProviderSettings {
@@ -55,7 +55,7 @@ impl ProviderSettings {
             signing_secret: None,
             allow_private_addresses: false,
             status_overrides: BTreeMap::new(),
-            limits: crate::dispatch::ProviderLimits::default(),
+            limits: crate::provider::limits::ProviderLimits::default(),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! A path placeholder can never change the shape of the request URL: every value filled
 //! into `{tenant}`, `{operation_id}` or `{idempotency_key}` by
-//! [`crate::dispatch::actions::render_path`] reaches the provider as exactly one path
+//! [`crate::provider::path::render_path`] reaches the provider as exactly one path
 //! segment (or one query value) that decodes back to the value, after the client joins it
 //! to the base URL. Values a URL parser would collapse (`.`, `..`) are refused unsent.
 
@@ -10,7 +10,7 @@ use reqwest::Method;
 
 use super::test_server::{response, start};
 use super::*;
-use crate::dispatch::actions::{render_path, PathFields};
+use crate::provider::path::{render_path, PathFields};
 
 /// Values that would change a path's shape if they were not encoded strictly.
 const HOSTILE: &[&str] = &[

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::*;
+use crate::config::ProbeConfig;
 
 const DAY: Duration = Duration::from_secs(86_400);
 

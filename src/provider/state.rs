@@ -1,0 +1,24 @@
+//! A provider's bulkhead seen from outside: the view the dispatcher takes of each
+//! provider's gate, which the metrics export, the daemon publishes for `outboxd status`, the
+//! admin API and the console.
+
+/// A read-only view of one provider's bulkhead, for status and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderState {
+    /// Provider name.
+    pub provider: String,
+    /// Requests in flight now.
+    pub in_flight: usize,
+    /// `closed`, `open` or `half_open`.
+    pub breaker: &'static str,
+    /// Whether a `Retry-After` pause is in force.
+    pub paused: bool,
+    /// How often a claim found its rate limiter dry.
+    pub rate_limited: u64,
+    /// Its `max_in_flight`.
+    pub max_in_flight: usize,
+    /// While the breaker is open: when the trial request may go (wall clock).
+    pub breaker_open_until: Option<chrono::DateTime<chrono::Utc>>,
+    /// While a `Retry-After` pause is in force: until when (wall clock).
+    pub paused_until: Option<chrono::DateTime<chrono::Utc>>,
+}
