@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::action::resend::{ResendPolicies, ResendPolicy};
 use crate::action::{RetryPolicy, RetrySafety};
 use crate::provider::ProviderClient;
 
@@ -29,6 +30,17 @@ pub struct ActionRuntime {
     pub key_retention: Duration,
     /// The status lookup that lets probes resolve unknown outcomes (`None`: no probe).
     pub probe: Option<crate::reconcile::ProbeRuntime>,
+}
+
+impl ActionRuntime {
+    /// What the resend rule needs to know about this action.
+    pub fn resend_policy(&self) -> ResendPolicy {
+        ResendPolicy {
+            retry_safety: self.retry_safety,
+            key_retention: self.key_retention,
+            request_timeout: self.client.request_timeout(),
+        }
+    }
 }
 
 /// Every configured action by name.
@@ -56,6 +68,15 @@ impl ActionTable {
     /// Every configured action name (the claim only takes intents of these).
     pub fn names(&self) -> Vec<String> {
         self.actions.keys().cloned().collect()
+    }
+
+    /// Every action's [`ResendPolicy`], for the admin surface's redispatch checks.
+    pub fn resend_policies(&self) -> ResendPolicies {
+        ResendPolicies::new(
+            self.actions
+                .iter()
+                .map(|(name, a)| (name.clone(), a.resend_policy())),
+        )
     }
 
     /// Whether no action is configured.

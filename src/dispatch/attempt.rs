@@ -7,6 +7,7 @@ use std::time::Instant;
 use chrono::Utc;
 use tracing::{field, info_span, Instrument};
 
+use crate::action::resend::{resend_risk, SendHistory};
 use crate::action::AttemptClass;
 use crate::dispatch::actions::{render_path, ActionRuntime, PathFields};
 use crate::dispatch::retry::{
@@ -170,40 +171,34 @@ fn log_outcome(classified: &Classified, transition: &Transition) {
     }
 }
 
-/// Re-checks, at send time, what was checked when the retry was scheduled: after an
-/// ambiguous attempt an `idempotent_with_key` action may only be resent while the provider
-/// still remembers the key (the retry may be claimed much later than planned: a backlog, a
-/// stopped daemon) and a `not_idempotent` one never. The first attempt after a person's
-/// redispatch is exempt: that person approved the resend.
+/// Re-checks, at send time, what was checked when the retry was scheduled, with the one
+/// resend rule ([`resend_risk`]): after an ambiguous attempt an `idempotent_with_key`
+/// action is only resent while the provider still remembers the key (the retry may be
+/// claimed much later than planned: a backlog, a stopped daemon) and a `not_idempotent`
+/// one never. The first attempt after a person's redispatch is exempt only from the risk
+/// that person confirmed: the rule's answer at the moment of the redispatch (which the
+/// store refused to apply unconfirmed). A key that was still remembered then but may be
+/// forgotten now was never confirmed, so that resend is not sent either.
 fn unsafe_to_send(
     action: &ActionRuntime,
     intent: &ClaimedIntent,
     now: chrono::DateTime<Utc>,
 ) -> Option<String> {
+    let policy = action.resend_policy();
+    let history = SendHistory {
+        ambiguous_attempts: intent.ambiguous_attempts,
+        first_sent_at: intent.first_sent_at,
+        created_at: intent.created_at,
+    };
+    let risk = resend_risk(Some(&policy), &history, now)?;
     let redispatched =
         intent.budget_attempt_base > 0 && intent.attempt_count == intent.budget_attempt_base + 1;
-    if intent.ambiguous_attempts == 0 || redispatched {
-        return None;
-    }
-    match action.retry_safety {
-        crate::action::RetrySafety::SafeAlways => None,
-        crate::action::RetrySafety::NotIdempotent => Some(
-            "not sent: a not_idempotent action after an ambiguous attempt is never resent automatically".into(),
-        ),
-        crate::action::RetrySafety::IdempotentWithKey => {
-            let first = intent.first_sent_at.unwrap_or(intent.created_at);
-            let lands_by = now
-                + chrono::Duration::from_std(action.client.request_timeout())
-                    .unwrap_or(chrono::Duration::MAX);
-            let forgotten = chrono::Duration::from_std(action.key_retention)
-                .ok()
-                .and_then(|r| first.checked_add_signed(r))
-                .is_none_or(|limit| lands_by >= limit);
-            forgotten.then(|| {
-                "not sent: the provider may have forgotten the idempotency key of an earlier ambiguous attempt".to_owned()
-            })
-        }
-    }
+    let confirmed = redispatched
+        && intent
+            .budget_started_at
+            .and_then(|at| resend_risk(Some(&policy), &history, at))
+            .is_some();
+    (!confirmed).then(|| risk.not_sent_reason().to_owned())
 }
 
 /// Where an intent goes whose deadline passed before this attempt could start (the rule is

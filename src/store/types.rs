@@ -215,6 +215,9 @@ pub struct IntentRow {
     pub attempt_count: i32,
     /// Ambiguous attempts.
     pub ambiguous_attempts: i32,
+    /// When a request with this key may first have reached the provider (the start of the
+    /// provider's key-retention window).
+    pub first_sent_at: Option<DateTime<Utc>>,
     /// Next attempt time (meaningful while pending).
     pub next_attempt_at: DateTime<Utc>,
     /// The producer's absolute deadline, if any: no attempt starts at or after it (nor after

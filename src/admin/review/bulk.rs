@@ -3,9 +3,13 @@
 //! ids, or for every intent matching the filter, it lists exactly which intents will change
 //! and why the others will not, using the store's own rules ([`redispatch_route`],
 //! [`check_cancel`]). Its form (`POST`, CSRF-checked, operator only, a note required)
-//! carries exactly the listed ids; each change then goes through the same store operation as
-//! the API and the CLI, which writes its audit entry. Redispatching a `not_idempotent`
-//! action needs an extra confirmation that says why it may act twice.
+//! carries the signed plan ([`super::plan`]): exactly the listed intents, each with the
+//! state and attempt count the dry run saw. The apply step refuses an unsigned or tampered
+//! plan whole, applies each intent once, skips (and reports) one that changed since the dry
+//! run, and sends each change through the same store operation as the API and the CLI,
+//! which checks again inside its transaction and writes the audit entry. A redispatch that
+//! may act twice (the resend rule, [`crate::action::resend`]) needs the
+//! `confirm_may_act_twice` box ticked, with the reason shown.
 
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -16,13 +20,13 @@ use maud::{html, Markup, PreEscaped};
 use super::filter::{all, one, pairs, IntentFilterForm, PAGE};
 use super::handlers::error_page;
 use super::html::{esc, layout, notice};
+use super::plan::{sign_line, verify, PlannedLine};
 use super::{page, pages, redirect, session, Session};
-use crate::action::RetrySafety;
-use crate::admin::ops::{required_note, resolve};
+use crate::admin::ops::{required_note, resolve, ResolveRequest};
 use crate::admin::{AdminContext, ApiError};
 use crate::store::{
-    check_cancel, redispatch_route, Cancellation, IntentRow, Redispatch, RedispatchRoute,
-    ResolutionKind, ReviewError,
+    check_cancel, redispatch_route, resend_risk_of, Cancellation, IntentRow, Redispatch,
+    RedispatchRoute, ResolutionKind, ReviewError, CHANGED_SINCE_DRY_RUN,
 };
 
 /// The change a bulk run makes.
@@ -56,6 +60,8 @@ struct Line {
     intent: Option<IntentRow>,
     /// What changes, or why nothing does.
     plan: Result<&'static str, String>,
+    /// The attempt count the confirmed dry run saw (None: this is the dry run).
+    seen_attempt_count: Option<i32>,
 }
 
 /// What `op` does to `intent`, by the store's rules.
@@ -73,14 +79,15 @@ fn plan(op: Op, intent: &IntentRow) -> Result<&'static str, String> {
     checked.map_err(|e| e.to_string())
 }
 
-/// The listed lines: the ticked ids, or the intents matching the filter.
+/// The listed lines of a dry run: the ticked ids (each once), or the intents matching
+/// the filter.
 async fn lines(
     ctx: &AdminContext,
     s: &Session,
     op: Op,
     pairs: &[(String, String)],
 ) -> Result<(Vec<Line>, bool), ApiError> {
-    let ids = all(pairs, "id")
+    let mut ids = all(pairs, "id")
         .into_iter()
         .map(|v| {
             v.trim()
@@ -88,6 +95,8 @@ async fn lines(
                 .map_err(|_| ApiError::invalid("id", "must be an intent number"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = std::collections::BTreeSet::new();
+    ids.retain(|id| seen.insert(*id));
     if ids.len() > PAGE as usize {
         return Err(ApiError::invalid(
             "id",
@@ -103,48 +112,83 @@ async fn lines(
                 id: r.id,
                 plan: plan(op, &r),
                 intent: Some(r),
+                seen_attempt_count: None,
             })
             .collect();
         return Ok((lines, false));
     }
     let mut lines = Vec::new();
     for id in ids {
-        let intent = ctx
-            .store
-            .get_intent(id)
-            .await?
-            .filter(|i| s.caller.scope.allows(&i.tenant));
+        let intent = scoped_intent(ctx, s, id).await?;
         let plan = match &intent {
             Some(i) => plan(op, i),
             None => Err("not found".to_owned()),
         };
-        lines.push(Line { id, intent, plan });
+        lines.push(Line {
+            id,
+            intent,
+            plan,
+            seen_attempt_count: None,
+        });
     }
     Ok((lines, true))
 }
 
-/// Actions among the changing lines whose redispatch may make the provider act twice.
-fn twice_risk(ctx: &AdminContext, op: Op, lines: &[Line]) -> Vec<String> {
-    let mut actions: Vec<String> = Vec::new();
-    if op != Op::Redispatch {
-        return actions;
+/// Intent `id` if it is inside the caller's tenants.
+async fn scoped_intent(
+    ctx: &AdminContext,
+    s: &Session,
+    id: i64,
+) -> Result<Option<IntentRow>, ApiError> {
+    Ok(ctx
+        .store
+        .get_intent(id)
+        .await?
+        .filter(|i| s.caller.scope.allows(&i.tenant)))
+}
+
+/// The lines of a confirmed plan, read again now: a line whose intent changed since the
+/// dry run is skipped with [`CHANGED_SINCE_DRY_RUN`].
+async fn planned_lines(
+    ctx: &AdminContext,
+    s: &Session,
+    op: Op,
+    planned: &[PlannedLine],
+) -> Result<Vec<Line>, ApiError> {
+    let mut lines = Vec::with_capacity(planned.len());
+    for p in planned {
+        let intent = scoped_intent(ctx, s, p.id).await?;
+        let plan = match &intent {
+            None => Err("not found".to_owned()),
+            Some(i) if !p.matches(i) => Err(CHANGED_SINCE_DRY_RUN.to_owned()),
+            Some(i) => plan(op, i),
+        };
+        lines.push(Line {
+            id: p.id,
+            intent,
+            plan,
+            seen_attempt_count: Some(p.attempt_count),
+        });
     }
-    for i in lines
+    Ok(lines)
+}
+
+/// The changing lines whose redispatch may make the provider act twice, with the resend
+/// rule's reason for each: `(intent id, action, reason)`.
+fn twice_risk(ctx: &AdminContext, op: Op, lines: &[Line]) -> Vec<(i64, String, String)> {
+    if op != Op::Redispatch {
+        return Vec::new();
+    }
+    let policies = ctx.resend_policies();
+    let now = Utc::now();
+    lines
         .iter()
         .filter(|l| l.plan.is_ok())
         .filter_map(|l| l.intent.as_ref())
-    {
-        let risky = !matches!(
-            ctx.action_safety(&i.action),
-            Some(Some(
-                RetrySafety::SafeAlways | RetrySafety::IdempotentWithKey
-            ))
-        );
-        if risky && !actions.contains(&i.action) {
-            actions.push(i.action.clone());
-        }
-    }
-    actions
+        .filter_map(|i| {
+            resend_risk_of(&policies, i, now).map(|r| (i.id, i.action.clone(), r.explain()))
+        })
+        .collect()
 }
 
 /// `GET /review/intents/bulk`: the dry run.
@@ -218,9 +262,16 @@ fn render_dry_run(
             id: l.id,
             intent: l.intent.clone(),
             plan: l.plan.clone(),
+            seen_attempt_count: l.seen_attempt_count,
         })
         .collect();
     let risky = twice_risk(ctx, op, lines);
+    let plan_at = Utc::now().timestamp();
+    let signed: Vec<String> = changing
+        .iter()
+        .filter_map(|l| l.intent.as_ref())
+        .map(|i| sign_line(ctx, s, op.as_str(), plan_at, i))
+        .collect();
     let body = html! {
         h1 { "Dry run: " (op.as_str()) }
         @if let Some(e) = error { (PreEscaped(notice("err", &esc(e)))) }
@@ -236,12 +287,16 @@ fn render_dry_run(
             form.resolve id="apply" method="post" action="/review/intents/bulk" {
                 input type="hidden" name="csrf" value=(s.csrf);
                 input type="hidden" name="op" value=(op.as_str());
-                @for l in &changing { input type="hidden" name="id" value=(l.id); }
+                input type="hidden" name="plan_at" value=(plan_at);
+                @for line in &signed { input type="hidden" name="line" value=(line); }
                 @if !risky.is_empty() {
                     div.notice.warn id="twice" {
-                        p { strong { "These actions are not idempotent: " } (risky.join(", ")) }
-                        p { "The provider does not deduplicate them by our idempotency key. If an earlier attempt reached the provider (an unknown outcome, or a refusal that was in fact applied), redispatching makes it act a second time: a second notification, a second charge." }
-                        label { input type="checkbox" name="confirm_not_idempotent" value="yes" id="confirm-twice"; " I checked at the provider; send again even though it may act twice." }
+                        p { strong { (risky.len()) " of these redispatches may act twice:" } }
+                        ul {
+                            @for (id, action, why) in &risky { li { "#" (id) " (" (action) "): " (why) } }
+                        }
+                        p { "Redispatching may then make the provider act a second time: a second notification, a second charge." }
+                        label { input type="checkbox" name="confirm_may_act_twice" value="yes" id="confirm-twice"; " I checked at the provider; send again even though it may act twice." }
                     }
                 }
                 label for="note" { "Note: why (required, kept in the audit log of each change)" }
@@ -254,7 +309,7 @@ fn render_dry_run(
     layout("Dry run", Some(&s.caller), &body.into_string())
 }
 
-/// `POST /review/intents/bulk`: applies the change to exactly the listed ids.
+/// `POST /review/intents/bulk`: applies the change to exactly the signed plan's intents.
 pub(super) async fn apply(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
@@ -278,25 +333,39 @@ pub(super) async fn apply(
         .require_operator()
         .and_then(|()| Op::parse(one(&pairs, "op")))
         .and_then(|op| {
-            if all(&pairs, "id").is_empty() {
-                return Err(ApiError::invalid("id", "no intents were listed"));
+            if !all(&pairs, "id").is_empty() {
+                return Err(ApiError::invalid(
+                    "id",
+                    "a bulk change applies only the signed plan of its dry run; nothing was \
+                     changed. Run the dry run again and confirm from its page.",
+                ));
             }
-            Ok(op)
+            let lines = all(&pairs, "line");
+            let planned = verify(
+                &ctx,
+                &s,
+                op.as_str(),
+                one(&pairs, "plan_at"),
+                &lines,
+                Utc::now().timestamp(),
+            )?;
+            Ok((op, planned))
         });
-    let op = match checked {
-        Ok(op) => op,
+    let (op, planned) = match checked {
+        Ok(checked) => checked,
         Err(e) => return error_page(Some(&s), &e),
     };
-    let (lines, _) = match lines(&ctx, &s, op, &pairs).await {
+    let lines = match planned_lines(&ctx, &s, op, &planned).await {
         Ok(l) => l,
         Err(e) => return error_page(Some(&s), &e),
     };
     let note = one(&pairs, "note");
-    let confirmed = one(&pairs, "confirm_not_idempotent") == "yes";
+    let confirmed = one(&pairs, "confirm_may_act_twice") == "yes";
     let refusal = match required_note(Some(note)) {
         Err(e) => Some(e.to_string()),
         Ok(_) if !confirmed && !twice_risk(&ctx, op, &lines).is_empty() => Some(
-            "Tick the confirmation: a not_idempotent action may act twice when sent again."
+            "Tick the confirmation: a redispatch listed below may act twice when sent again. \
+             Nothing was changed."
                 .to_owned(),
         ),
         Ok(_) => None,
@@ -308,7 +377,15 @@ pub(super) async fn apply(
     let mut results = Vec::with_capacity(lines.len());
     for line in &lines {
         results.push(match (&line.intent, &line.plan) {
-            (Some(intent), Ok(_)) => apply_one(&ctx, &s, op, intent, note).await,
+            (Some(intent), Ok(_)) => {
+                let change = Change {
+                    op,
+                    note,
+                    confirmed,
+                    seen_attempt_count: line.seen_attempt_count,
+                };
+                apply_one(&ctx, &s, intent, &change).await
+            }
             (_, Err(why)) => Err(why.clone()),
             (None, Ok(_)) => Err("not found".into()),
         });
@@ -329,24 +406,35 @@ pub(super) async fn apply(
     )
 }
 
-/// One change through the store's own operation (which writes its audit entry).
+/// What the person confirmed for every line of a run.
+struct Change<'a> {
+    op: Op,
+    note: &'a str,
+    /// `confirm_may_act_twice` was ticked.
+    confirmed: bool,
+    /// The line's attempt count at the dry run.
+    seen_attempt_count: Option<i32>,
+}
+
+/// One change through the store's own operation (which checks the rules again on the row
+/// it changes and writes the audit entry).
 async fn apply_one(
     ctx: &AdminContext,
     s: &Session,
-    op: Op,
     intent: &IntentRow,
-    note: &str,
+    change: &Change<'_>,
 ) -> Result<&'static str, String> {
     let now = Utc::now();
-    let outcome: Result<&'static str, ApiError> = match op {
+    let outcome: Result<&'static str, ApiError> = match change.op {
         Op::Cancel => ctx
             .store
             .cancel_intent(&Cancellation {
                 intent_id: intent.id,
                 scope: s.caller.scope.clone(),
                 actor: s.caller.name.clone(),
-                note: note.to_owned(),
+                note: change.note.to_owned(),
                 now,
+                seen_attempt_count: change.seen_attempt_count,
             })
             .await
             .map(|_| "cancelled")
@@ -358,13 +446,15 @@ async fn apply_one(
                     intent_id: intent.id,
                     scope: s.caller.scope.clone(),
                     actor: s.caller.name.clone(),
-                    note: note.to_owned(),
+                    note: change.note.to_owned(),
                     now,
+                    resend: ctx.resend_approval(change.confirmed),
+                    seen_attempt_count: change.seen_attempt_count,
                 })
                 .await
                 .map(|_| "redispatched")
                 .map_err(ApiError::from),
-            Ok(RedispatchRoute::Reconciliation) => redispatch_unknown(ctx, s, intent, note)
+            Ok(RedispatchRoute::Reconciliation) => redispatch_unknown(ctx, s, intent, change)
                 .await
                 .map(|()| "redispatched"),
             Err(e) => Err(e),
@@ -381,7 +471,7 @@ async fn redispatch_unknown(
     ctx: &AdminContext,
     s: &Session,
     intent: &IntentRow,
-    note: &str,
+    change: &Change<'_>,
 ) -> Result<(), ApiError> {
     let items = ctx.store.reconciliation_for_intent(intent.id).await?;
     let open = items
@@ -391,13 +481,11 @@ async fn redispatch_unknown(
             state: intent.state.as_str().to_owned(),
             what: "it has no open reconciliation item",
         }))?;
-    resolve(
-        ctx,
-        &s.caller,
-        open.id,
-        ResolutionKind::Redispatch,
-        note.to_owned(),
-    )
-    .await
-    .map(|_| ())
+    let request = ResolveRequest {
+        kind: ResolutionKind::Redispatch,
+        note: change.note.to_owned(),
+        confirmed_may_act_twice: change.confirmed,
+        seen_attempt_count: change.seen_attempt_count,
+    };
+    resolve(ctx, &s.caller, open.id, request).await.map(|_| ())
 }
