@@ -151,10 +151,52 @@ async fn a_line_listed_twice_is_applied_once(t: &TestDb) {
     assert!(done.text.contains("1 of 1"), "{}", done.text);
     assert_eq!(h.intent(failed).await.state, IntentState::Pending);
     assert_eq!(audit_entries(&h, failed).await, 1);
+    // Sending the same confirmed form again changes nothing more.
+    let replayed = post_fields(&page, &fields, &NOTE).await;
+    assert!(
+        replayed.text.contains("0 of 1") && replayed.text.contains("changed since the dry run"),
+        "{}",
+        replayed.text
+    );
+    assert_eq!(audit_entries(&h, failed).await, 1);
+}
+
+async fn a_forged_plan_time_is_refused(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let failed = failed_intent(&h, "acme", "refund-forged-time", REFUND).await;
+    let server = AdminServer::start(&h.db).await;
+    let page = Page::sign_in(&server, ACME_OPS).await;
+    let dry = page
+        .get(&format!("/review/intents/bulk?op=redispatch&id={failed}"))
+        .await;
+    for forged in [
+        i64::MIN.to_string(),
+        i64::MAX.to_string(),
+        "0".into(),
+        "x".into(),
+    ] {
+        let fields: Vec<(String, String)> = apply_fields(&dry)
+            .into_iter()
+            .map(|(name, value)| match name.as_str() {
+                "plan_at" => (name, forged.clone()),
+                _ => (name, value),
+            })
+            .collect();
+        let refused = post_fields(&page, &fields, &NOTE).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{forged}: {}",
+            refused.text
+        );
+    }
+    assert_eq!(h.intent(failed).await.state, IntentState::Failed);
+    assert_eq!(audit_entries(&h, failed).await, 0);
 }
 
 crate::both_backends!(
     a_tampered_plan_changes_nothing,
     an_intent_changed_since_the_dry_run_is_skipped,
     a_line_listed_twice_is_applied_once,
+    a_forged_plan_time_is_refused,
 );

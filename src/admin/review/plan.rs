@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 
 use subtle::ConstantTimeEq;
 
+use super::filter::PAGE;
 use super::{review_mac, AdminContext, Session};
 use crate::admin::ApiError;
 use crate::intent::IntentState;
@@ -93,8 +94,12 @@ pub(super) fn verify(
         .trim()
         .parse()
         .map_err(|_| refused("the plan has no valid plan_at"))?;
-    if plan_at > now + 60 || now - plan_at > PLAN_SECONDS {
+    // Saturating: plan_at is whatever the client sent until its MAC is checked.
+    if plan_at > now.saturating_add(60) || now.saturating_sub(plan_at) > PLAN_SECONDS {
         return Err(refused("this dry run is too old to apply"));
+    }
+    if lines.len() > 2 * PAGE as usize {
+        return Err(refused("the form lists more lines than a dry run signs"));
     }
     let mut seen = BTreeSet::new();
     let mut planned = Vec::new();
