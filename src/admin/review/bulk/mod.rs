@@ -15,18 +15,24 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
-use maud::{html, Markup, PreEscaped};
+use maud::{html, PreEscaped};
+
+mod change;
+mod view;
+
+use change::{apply_one, Change};
+use view::{line_rows, render_dry_run};
 
 use super::filter::{all, one, pairs, IntentFilterForm, PAGE};
 use super::handlers::error_page;
-use super::html::{esc, layout, notice};
-use super::plan::{sign_line, verify, PlannedLine};
+use super::html::{layout, notice};
+use super::plan::{verify, PlannedLine};
 use super::{page, pages, redirect, session, Session};
-use crate::admin::ops::{required_note, resolve, ResolveRequest};
+use crate::admin::ops::required_note;
 use crate::admin::{AdminContext, ApiError};
 use crate::store::{
-    check_cancel, redispatch_route, resend_risk_of, Cancellation, IntentRow, Redispatch,
-    RedispatchRoute, ResolutionKind, ReviewError, CHANGED_SINCE_DRY_RUN,
+    check_cancel, redispatch_route, resend_risk_of, IntentRow, RedispatchRoute,
+    CHANGED_SINCE_DRY_RUN,
 };
 
 /// The change a bulk run makes.
@@ -218,97 +224,6 @@ pub(super) async fn dry_run(
     }
 }
 
-fn line_rows(lines: &[Line], results: Option<&[Result<&'static str, String>]>) -> Markup {
-    html! {
-        table id="plan" {
-            thead { tr { th { "Intent" } th { "Tenant" } th { "Action" } th { "Operation id" } th { "State" } th { @if results.is_some() { "Result" } @else { "Will" } } } }
-            tbody {
-                @for (n, l) in lines.iter().enumerate() {
-                    @let outcome = results.map_or(&l.plan, |r| &r[n]);
-                    tr id={"line-" (l.id)} class=(if outcome.is_ok() { "change" } else { "skip" }) {
-                        @match &l.intent {
-                            Some(i) => {
-                                td { a href={"/review/intents/" (i.id)} { "#" (i.id) } }
-                                td { (i.tenant) } td { (i.action) } td.mono { (i.operation_id) } td { (i.state.as_str()) }
-                            },
-                            None => { td { "#" (l.id) } td colspan="4" { span.muted { "—" } } },
-                        }
-                        td { @match outcome { Ok(what) => strong { (what) }, Err(why) => span.muted { "unchanged: " (why) } } }
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn render_dry_run(
-    ctx: &AdminContext,
-    s: &Session,
-    op: Op,
-    lines: &[Line],
-    selected: bool,
-    error: Option<&str>,
-    note: &str,
-) -> String {
-    let changing: Vec<&Line> = lines.iter().filter(|l| l.plan.is_ok()).collect();
-    let (shown, hidden): (Vec<&Line>, usize) = if selected {
-        (lines.iter().collect(), 0)
-    } else {
-        (changing.clone(), lines.len() - changing.len())
-    };
-    let shown: Vec<Line> = shown
-        .into_iter()
-        .map(|l| Line {
-            id: l.id,
-            intent: l.intent.clone(),
-            plan: l.plan.clone(),
-            seen_attempt_count: l.seen_attempt_count,
-        })
-        .collect();
-    let risky = twice_risk(ctx, op, lines);
-    let plan_at = Utc::now().timestamp();
-    let signed: Vec<String> = changing
-        .iter()
-        .filter_map(|l| l.intent.as_ref())
-        .map(|i| sign_line(ctx, s, op.as_str(), plan_at, i))
-        .collect();
-    let body = html! {
-        h1 { "Dry run: " (op.as_str()) }
-        @if let Some(e) = error { (PreEscaped(notice("err", &esc(e)))) }
-        p id="summary" {
-            strong { (changing.len()) } " intent(s) will change. Nothing has changed yet."
-            @if hidden > 0 { " " (hidden) " intent(s) matching the filter are left out: the change does not apply to them." }
-            @if !selected && lines.len() == PAGE as usize { " Only the newest " (PAGE) " matching intents were considered; run again for more." }
-        }
-        @if !shown.is_empty() { (line_rows(&shown, None)) }
-        @if changing.is_empty() {
-            p id="nothing" { "Nothing to change." }
-        } @else {
-            form.resolve id="apply" method="post" action="/review/intents/bulk" {
-                input type="hidden" name="csrf" value=(s.csrf);
-                input type="hidden" name="op" value=(op.as_str());
-                input type="hidden" name="plan_at" value=(plan_at);
-                @for line in &signed { input type="hidden" name="line" value=(line); }
-                @if !risky.is_empty() {
-                    div.notice.warn id="twice" {
-                        p { strong { (risky.len()) " of these redispatches may act twice:" } }
-                        ul {
-                            @for (id, action, why) in &risky { li { "#" (id) " (" (action) "): " (why) } }
-                        }
-                        p { "Redispatching may then make the provider act a second time: a second notification, a second charge." }
-                        label { input type="checkbox" name="confirm_may_act_twice" value="yes" id="confirm-twice"; " I checked at the provider; send again even though it may act twice." }
-                    }
-                }
-                label for="note" { "Note: why (required, kept in the audit log of each change)" }
-                textarea name="note" id="note" required { (note) }
-                button.primary type="submit" id="confirm" { "Apply " (changing.len()) " change(s)" }
-            }
-        }
-        p { a href="/review/intents" { "← Back to the intents" } }
-    };
-    layout("Dry run", Some(&s.caller), &body.into_string())
-}
-
 /// `POST /review/intents/bulk`: applies the change to exactly the signed plan's intents.
 pub(super) async fn apply(
     State(ctx): State<AdminContext>,
@@ -404,88 +319,4 @@ pub(super) async fn apply(
         StatusCode::OK,
         layout("Bulk change", Some(&s.caller), &body.into_string()),
     )
-}
-
-/// What the person confirmed for every line of a run.
-struct Change<'a> {
-    op: Op,
-    note: &'a str,
-    /// `confirm_may_act_twice` was ticked.
-    confirmed: bool,
-    /// The line's attempt count at the dry run.
-    seen_attempt_count: Option<i32>,
-}
-
-/// One change through the store's own operation (which checks the rules again on the row
-/// it changes and writes the audit entry).
-async fn apply_one(
-    ctx: &AdminContext,
-    s: &Session,
-    intent: &IntentRow,
-    change: &Change<'_>,
-) -> Result<&'static str, String> {
-    let now = Utc::now();
-    let outcome: Result<&'static str, ApiError> = match change.op {
-        Op::Cancel => ctx
-            .store
-            .cancel_intent(&Cancellation {
-                intent_id: intent.id,
-                scope: s.caller.scope.clone(),
-                actor: s.caller.name.clone(),
-                note: change.note.to_owned(),
-                now,
-                seen_attempt_count: change.seen_attempt_count,
-            })
-            .await
-            .map(|_| "cancelled")
-            .map_err(ApiError::from),
-        Op::Redispatch => match redispatch_route(intent).map_err(ApiError::from) {
-            Ok(RedispatchRoute::Failed) => ctx
-                .store
-                .redispatch_failed(&Redispatch {
-                    intent_id: intent.id,
-                    scope: s.caller.scope.clone(),
-                    actor: s.caller.name.clone(),
-                    note: change.note.to_owned(),
-                    now,
-                    resend: ctx.resend_approval(change.confirmed),
-                    seen_attempt_count: change.seen_attempt_count,
-                })
-                .await
-                .map(|_| "redispatched")
-                .map_err(ApiError::from),
-            Ok(RedispatchRoute::Reconciliation) => redispatch_unknown(ctx, s, intent, change)
-                .await
-                .map(|()| "redispatched"),
-            Err(e) => Err(e),
-        },
-    };
-    outcome.map_err(|e| {
-        e.log();
-        e.to_string()
-    })
-}
-
-/// Resolves the open reconciliation item of an unknown intent as `redispatch`.
-async fn redispatch_unknown(
-    ctx: &AdminContext,
-    s: &Session,
-    intent: &IntentRow,
-    change: &Change<'_>,
-) -> Result<(), ApiError> {
-    let items = ctx.store.reconciliation_for_intent(intent.id).await?;
-    let open = items
-        .iter()
-        .find(|i| i.resolved_at.is_none())
-        .ok_or(ApiError::from(ReviewError::WrongState {
-            state: intent.state.as_str().to_owned(),
-            what: "it has no open reconciliation item",
-        }))?;
-    let request = ResolveRequest {
-        kind: ResolutionKind::Redispatch,
-        note: change.note.to_owned(),
-        confirmed_may_act_twice: change.confirmed,
-        seen_attempt_count: change.seen_attempt_count,
-    };
-    resolve(ctx, &s.caller, open.id, request).await.map(|_| ())
 }
