@@ -11,6 +11,7 @@ use crate::admin::review::plan::sign_line;
 use crate::admin::review::Session;
 use crate::admin::AdminContext;
 
+/// The table of lines: what each will do (dry run) or what it did (`results`).
 pub(super) fn line_rows(
     lines: &[Line],
     results: Option<&[Result<&'static str, String>]>,
@@ -37,6 +38,8 @@ pub(super) fn line_rows(
     }
 }
 
+/// The dry run page: the plan, and for an operator the signed form that applies it (with
+/// `error` and the typed `note` when an apply was refused).
 pub(super) fn render_dry_run(
     ctx: &AdminContext,
     s: &Session,
