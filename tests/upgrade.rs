@@ -2,14 +2,16 @@
 //! pending after an ambiguous attempt, in flight and unknown: migration 0003 namespaces the
 //! keys of intents that never sent anything and keeps every key that may already have
 //! reached the provider, on both backends; the dispatcher then delivers with those keys.
+//! Later migrations (0004, 0006) carry the same kinds of rows forward.
 
 mod support;
 
 use outboxd::intent::{default_idempotency_key, IntentState};
-use outboxd::store::Database;
+use outboxd::store::migrate::POSTGRES;
+use outboxd::store::{Database, ResendApproval, Resolution, ResolutionKind, TenantScope};
 use outboxd::NewIntent;
 use serde_json::json;
-use support::harness::{exec, Harness, REFUND};
+use support::harness::{exec, scalar, Harness, REFUND};
 use support::TestDb;
 
 const OPS: [&str; 4] = ["op-fresh", "op-retry", "op-inflight", "op-unknown"];
@@ -209,8 +211,8 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
     let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
     let report = t.db.migrate().await.expect("upgrade to schema 4");
     assert_eq!(
-        report.applied,
-        vec![(4, "tenant_turns_provider_states")],
+        report.applied.first(),
+        Some(&(4, "tenant_turns_provider_states")),
         "{report:?}"
     );
     assert!(h.store.list_provider_states().await.unwrap().is_empty());
@@ -244,4 +246,95 @@ async fn upgrade_from_schema_3_on_postgres() {
         return;
     };
     upgrade_from_schema_3_then_dispatch(t).await;
+}
+
+/// The schema before 0006: the embedded migration preceding it.
+fn version_before_0006() -> i64 {
+    let at = POSTGRES.iter().position(|m| m.version == 6).expect("0006");
+    POSTGRES[at - 1].version
+}
+
+/// The previous schema → 0006 (where a person's may-act-twice confirmation lives) with
+/// pending, in-flight and unknown intents: every row carries over with no confirmation
+/// recorded, the dispatcher delivers the pending and the taken-over ones and leaves the
+/// unknown one alone; a confirmed redispatch of that one is recorded and sent once.
+async fn upgrade_to_0006_then_dispatch_and_redispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert!(
+        report.applied.contains(&(6, "resend_confirmations")),
+        "{report:?}"
+    );
+    let confirmed = scalar(
+        &h.db,
+        "SELECT count(*) FROM outbox_intents WHERE resend_confirmed_attempt IS NOT NULL",
+    )
+    .await;
+    assert_eq!(confirmed, 0, "no confirmation carried over");
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    for id in [fresh, other, inflight] {
+        let row = h.intent(id).await;
+        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+    }
+    let unknown_row = h.intent(unknown).await;
+    assert_eq!(unknown_row.state, IntentState::Unknown);
+    let key = unknown_row.idempotency_key.clone();
+    assert_eq!(h.provider.request_count_for_key(&key), 0);
+
+    // `record_at_schema_3` set the state without opening the item the dispatcher would
+    // have opened; open it, then resolve it as a confirmed redispatch.
+    let open = format!(
+        "INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at) \
+         SELECT id, tenant, 'outcome unknown', {} FROM outbox_intents WHERE id = {unknown}",
+        chrono::Utc::now().timestamp_millis()
+    );
+    let open_pg = format!(
+        "INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at) \
+         SELECT id, tenant, 'outcome unknown', now() FROM outbox_intents WHERE id = {unknown}"
+    );
+    exec(&h.db, &open, &open_pg).await;
+    let item = h.store.reconciliation_for_intent(unknown).await.unwrap()[0].id;
+    let resolution = Resolution {
+        item_id: item,
+        scope: TenantScope::All,
+        kind: ResolutionKind::Redispatch,
+        actor: "ops-alice".into(),
+        note: "checked at the provider".into(),
+        now: chrono::Utc::now(),
+        resend: ResendApproval {
+            policies: std::sync::Arc::new(h.actions.resend_policies()),
+            confirmed_may_act_twice: true,
+        },
+        seen_attempt_count: None,
+    };
+    h.store.resolve_reconciliation(&resolution).await.unwrap();
+    let sql = format!(
+        "SELECT CAST(resend_confirmed_attempt AS BIGINT) FROM outbox_intents WHERE id = {unknown}"
+    );
+    assert_eq!(
+        scalar(&h.db, &sql).await,
+        2,
+        "the attempt after the redispatch"
+    );
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(h.intent(unknown).await.state, IntentState::Delivered);
+    assert_eq!(h.provider.request_count_for_key(&key), 1);
+    assert_eq!(h.provider.effect_count(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0006_on_sqlite() {
+    let t = TestDb::sqlite_at(version_before_0006()).await;
+    upgrade_to_0006_then_dispatch_and_redispatch(t).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0006_on_postgres() {
+    let Some(t) = TestDb::postgres_at(version_before_0006()).await else {
+        return;
+    };
+    upgrade_to_0006_then_dispatch_and_redispatch(t).await;
 }

@@ -175,10 +175,11 @@ fn log_outcome(classified: &Classified, transition: &Transition) {
 /// resend rule ([`resend_risk`]): after an ambiguous attempt an `idempotent_with_key`
 /// action is only resent while the provider still remembers the key (the retry may be
 /// claimed much later than planned: a backlog, a stopped daemon) and a `not_idempotent`
-/// one never. The first attempt after a person's redispatch is exempt only from the risk
-/// that person confirmed: the rule's answer at the moment of the redispatch (which the
-/// store refused to apply unconfirmed). A key that was still remembered then but may be
-/// forgotten now was never confirmed, so that resend is not sent either.
+/// one never. The only exemption is the attempt a person confirmed may act twice, recorded
+/// on the intent by their redispatch ([`confirmed_by_a_person`]). This daemon's rule is
+/// never re-run for the moment of the redispatch: the surface that redispatched may have
+/// judged with another configuration (a CLI that believes keys are kept longer) and asked
+/// nobody, so a risk this daemon sees and nobody confirmed is not sent.
 fn unsafe_to_send(
     action: &ActionRuntime,
     intent: &ClaimedIntent,
@@ -191,14 +192,18 @@ fn unsafe_to_send(
         created_at: intent.created_at,
     };
     let risk = resend_risk(Some(&policy), &history, now)?;
-    let redispatched =
+    (!confirmed_by_a_person(intent)).then(|| risk.not_sent_reason().to_owned())
+}
+
+/// Whether this claim is the attempt a person confirmed may act twice: the first attempt of
+/// the budget their redispatch started, and the one the redispatch recorded
+/// (`resend_confirmed_attempt`). A later attempt of that budget (a retry after the
+/// confirmed one) or of a later, unconfirmed redispatch has a higher number, since
+/// `attempt_count` only grows, so an old confirmation never covers it.
+fn confirmed_by_a_person(intent: &ClaimedIntent) -> bool {
+    let first_of_redispatch =
         intent.budget_attempt_base > 0 && intent.attempt_count == intent.budget_attempt_base + 1;
-    let confirmed = redispatched
-        && intent
-            .budget_started_at
-            .and_then(|at| resend_risk(Some(&policy), &history, at))
-            .is_some();
-    (!confirmed).then(|| risk.not_sent_reason().to_owned())
+    first_of_redispatch && intent.resend_confirmed_attempt == Some(intent.attempt_count)
 }
 
 /// Where an intent goes whose deadline passed before this attempt could start (the rule is
@@ -251,5 +256,64 @@ fn not_sent_now(intent: &ClaimedIntent, transition: Transition) -> OutcomeRecord
         }),
         transition,
         now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(base: i32, attempt: i32, confirmed: Option<i32>) -> ClaimedIntent {
+        let at = chrono::DateTime::from_timestamp(1_900_000_000, 0).unwrap();
+        ClaimedIntent {
+            id: 1,
+            tenant: "acme".into(),
+            operation_id: "op".into(),
+            action: "issue_refund".into(),
+            payload: serde_json::json!({}),
+            payload_version: 1,
+            idempotency_key: "k".into(),
+            attempt_count: attempt,
+            ambiguous_attempts: 1,
+            fencing_token: 1,
+            first_sent_at: Some(at),
+            created_at: at,
+            deadline_at: None,
+            budget_attempt_base: base,
+            budget_started_at: (base > 0).then_some(at),
+            resend_confirmed_attempt: confirmed,
+            next_attempt_at: at,
+            lease_expires_at: at,
+            claimed_at: at,
+        }
+    }
+
+    #[test]
+    fn only_the_recorded_first_attempt_of_a_redispatch_is_confirmed() {
+        for (base, attempt, confirmed, expected, case) in [
+            (
+                3,
+                4,
+                Some(4),
+                true,
+                "the confirmed redispatch's first attempt",
+            ),
+            (3, 4, None, false, "a redispatch nobody confirmed"),
+            (3, 5, Some(4), false, "a retry after the confirmed attempt"),
+            (
+                5,
+                6,
+                Some(4),
+                false,
+                "a later redispatch that did not write the column",
+            ),
+            (0, 1, Some(1), false, "no redispatch"),
+        ] {
+            assert_eq!(
+                confirmed_by_a_person(&claim(base, attempt, confirmed)),
+                expected,
+                "{case}"
+            );
+        }
     }
 }

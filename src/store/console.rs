@@ -2,8 +2,10 @@
 //! filter, the dashboard's counts, and the change rules that the dry run, the pages, the
 //! API, the CLI and the backends all use: which way an intent is redispatched
 //! ([`redispatch_route`]), whether it may be cancelled ([`check_cancel`]), whether a
-//! person's redispatch may act twice and was confirmed ([`check_resend`]), and whether the
-//! intent is still the one a dry run showed ([`check_seen`]). Backends only bind and run
+//! person's redispatch may act twice and was confirmed ([`check_resend`]), what the
+//! redispatch records of that confirmation for the dispatcher
+//! ([`resend_confirmed_attempt`]), and whether the intent is still the one a dry run showed
+//! ([`check_seen`]). Backends only bind and run
 //! the SQL, calling these on the row they read inside the change's transaction.
 
 use std::sync::Arc;
@@ -157,6 +159,20 @@ pub fn check_resend(
             ),
         ))),
     }
+}
+
+/// What a person's redispatch of `intent` records in `resend_confirmed_attempt`: the
+/// attempt their confirmation covers, the first one after the redispatch, when they
+/// confirmed that it may act twice; `None` (the column cleared) when they did not. The
+/// dispatcher's send-time check exempts that attempt, and only that one, from the resend
+/// rule, so a surface whose configuration saw no risk (a CLI that believes the provider
+/// keeps keys longer) cannot make a daemon that does see one send unconfirmed. Written
+/// whether or not the surface's own rule saw a risk: the person said "send it even though
+/// it may act twice", and that is what the dispatcher needs to know.
+pub fn resend_confirmed_attempt(approval: &ResendApproval, intent: &IntentRow) -> Option<i32> {
+    approval
+        .confirmed_may_act_twice
+        .then(|| intent.attempt_count.saturating_add(1))
 }
 
 /// Whether `intent` is still the one a dry run showed (`seen_attempt_count`; `None`: no

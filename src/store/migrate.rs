@@ -53,6 +53,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "tenant_turns_provider_states",
         sql: include_str!("../../migrations/postgres/0004_tenant_turns_provider_states.sql"),
     },
+    Migration {
+        version: 6,
+        name: "resend_confirmations",
+        sql: include_str!("../../migrations/postgres/0006_resend_confirmations.sql"),
+    },
 ];
 
 /// SQLite migrations, in order; paired one to one with [`POSTGRES`].
@@ -76,6 +81,11 @@ pub const SQLITE: &[Migration] = &[
         version: 4,
         name: "tenant_turns_provider_states",
         sql: include_str!("../../migrations/sqlite/0004_tenant_turns_provider_states.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "resend_confirmations",
+        sql: include_str!("../../migrations/sqlite/0006_resend_confirmations.sql"),
     },
 ];
 

@@ -89,6 +89,9 @@ pub struct ClaimedIntent {
     pub budget_attempt_base: i32,
     /// When the current retry budget began (None: at enqueue).
     pub budget_started_at: Option<DateTime<Utc>>,
+    /// The attempt a person confirmed may make the provider act twice (the first one after
+    /// their redispatch), if they did; see [`crate::store::resend_confirmed_attempt`].
+    pub resend_confirmed_attempt: Option<i32>,
     /// When it was due (its position in claim order, with `id`).
     pub next_attempt_at: DateTime<Utc>,
     /// When the lease expires, as the database computed it.

@@ -85,8 +85,8 @@ WITH RECURSIVE after_turn(tenant) AS (
 )
 SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
        attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-       deadline_at, budget_attempt_base, budget_started_at, next_attempt_at,
-       lease_expires_at, now() AS claimed_at
+       deadline_at, budget_attempt_base, budget_started_at, resend_confirmed_attempt,
+       next_attempt_at, lease_expires_at, now() AS claimed_at
 FROM claimed
 ORDER BY next_attempt_at, id
 "#;
@@ -124,8 +124,8 @@ WITH expired AS (
 )
 SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
        attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at, deadline_at,
-       budget_attempt_base, budget_started_at, next_attempt_at, lease_expires_at,
-       now() AS claimed_at
+       budget_attempt_base, budget_started_at, resend_confirmed_attempt, next_attempt_at,
+       lease_expires_at, now() AS claimed_at
 FROM taken ORDER BY id
 "#;
 
@@ -214,6 +214,7 @@ fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
         deadline_at: row.try_get("deadline_at")?,
         budget_attempt_base: row.try_get("budget_attempt_base")?,
         budget_started_at: row.try_get("budget_started_at")?,
+        resend_confirmed_attempt: row.try_get("resend_confirmed_attempt")?,
         next_attempt_at: row.try_get("next_attempt_at")?,
         lease_expires_at: row.try_get("lease_expires_at")?,
         claimed_at: row.try_get("claimed_at")?,

@@ -11,8 +11,8 @@ use super::review::append_audit_on;
 use crate::intent::{IntentId, IntentState};
 use crate::store::{
     check_failed_redispatch, check_redispatch, confirmed_risk_detail, parse_class, parse_state,
-    AttemptEnd, ConsoleCounts, IntentRow, IntentSearch, NewAuditEntry, Redispatch, ReviewError,
-    StoreError, TenantScope,
+    resend_confirmed_attempt, AttemptEnd, ConsoleCounts, IntentRow, IntentSearch, NewAuditEntry,
+    Redispatch, ReviewError, StoreError, TenantScope,
 };
 
 /// How many due intents the oldest-due query looks at (the due index, in order).
@@ -167,11 +167,12 @@ pub(super) async fn redispatch_failed(
     let risk = check_failed_redispatch(r, &before)?;
     sqlx::query(
         "UPDATE outbox_intents SET state = 'pending', next_attempt_at = $2, updated_at = $2, \
-         finished_at = NULL, budget_attempt_base = attempt_count, budget_started_at = $2 \
-         WHERE id = $1 AND state = 'failed'",
+         finished_at = NULL, budget_attempt_base = attempt_count, budget_started_at = $2, \
+         resend_confirmed_attempt = $3 WHERE id = $1 AND state = 'failed'",
     )
     .bind(r.intent_id)
     .bind(r.now)
+    .bind(resend_confirmed_attempt(&r.resend, &before))
     .execute(&mut *tx)
     .await?;
     append_audit_on(

@@ -11,8 +11,9 @@ use super::{from_ms, ms};
 use crate::intent::IntentId;
 use crate::store::{
     check_cancel, check_resolution, check_resolution_of, check_seen, confirmed_risk_detail,
-    AuditEntry, AuditFilter, Cancellation, IntentRow, NewAuditEntry, ReconciliationFilter,
-    ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError, TenantScope,
+    resend_confirmed_attempt, AuditEntry, AuditFilter, Cancellation, IntentRow, NewAuditEntry,
+    ReconciliationFilter, ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError,
+    TenantScope,
 };
 
 const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i.action, \
@@ -146,6 +147,7 @@ async fn apply_to_intent(
     conn: &mut SqliteConnection,
     intent_id: IntentId,
     r: &Resolution,
+    confirmed_attempt: Option<i32>,
 ) -> Result<(), ReviewError> {
     let now = ms(r.now);
     let query = match &r.kind {
@@ -158,11 +160,12 @@ async fn apply_to_intent(
         .bind(provider_ref),
         ResolutionKind::Redispatch => sqlx::query(
             "UPDATE outbox_intents SET state = 'pending', next_attempt_at = ?2, updated_at = ?2, \
-             budget_attempt_base = attempt_count, budget_started_at = ?2 \
-             WHERE id = ?1 AND state = 'unknown'",
+             budget_attempt_base = attempt_count, budget_started_at = ?2, \
+             resend_confirmed_attempt = ?3 WHERE id = ?1 AND state = 'unknown'",
         )
         .bind(intent_id)
-        .bind(now),
+        .bind(now)
+        .bind(confirmed_attempt),
         ResolutionKind::Abandoned => sqlx::query(
             "UPDATE outbox_intents SET state = 'abandoned', finished_at = ?2, updated_at = ?2 \
              WHERE id = ?1 AND state = 'unknown'",
@@ -198,7 +201,8 @@ pub(super) async fn resolve_reconciliation(
             .await?,
     )?;
     let risk = check_resolution_of(r, &intent)?;
-    apply_to_intent(&mut tx, intent_id, r).await?;
+    let confirmed_attempt = resend_confirmed_attempt(&r.resend, &intent);
+    apply_to_intent(&mut tx, intent_id, r, confirmed_attempt).await?;
     let tenant = intent.tenant;
     let details = serde_json::json!({
         "item_id": r.item_id,
