@@ -8,7 +8,8 @@
 //!
 //! ## Layout
 //!
-//! * [`action`] — retry safety, attempt classes, retry budgets (shared value types).
+//! * [`action`] — retry safety, attempt classes, retry budgets (shared value types), and
+//!   [`action::resend`], the one rule "may this resend act twice, and why".
 //! * [`intent`] — validated identifiers, lifecycle states, the default idempotency key.
 //! * [`digest`] — the canonical payload form and its sha256 (replay vs. conflict).
 //! * [`producer`] — [`enqueue`]: the producer contract, on a PostgreSQL or SQLite transaction.

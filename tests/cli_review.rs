@@ -138,6 +138,7 @@ async fn resolve_each_way(t: &TestDb) {
         "never received",
         "--actor",
         "ops-bob",
+        "--confirm-may-act-twice",
     ];
     cli.ok(&resolve(&item_r, &args)).await;
     let args = ["--as", "abandoned", "--note", "refunded by hand", "--json"];

@@ -14,6 +14,10 @@ mod http;
 #[allow(dead_code)]
 #[path = "review_page/page.rs"]
 mod page;
+#[path = "console/plan.rs"]
+mod plan;
+#[path = "console/resend.rs"]
+mod resend;
 
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
 use outboxd::intent::IntentState;

@@ -6,18 +6,19 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use outboxd::action::RetrySafety;
 use outboxd::config::NotFoundMeaning;
-use outboxd::dispatch::ActionTable;
+use outboxd::dispatch::{ActionTable, Dispatcher};
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
 use outboxd::intent::IntentState;
 use outboxd::reconcile::{run_probes_once, ProbeReport, ProbeRuntime, ProbeSettings};
 use outboxd::store::{ReconciliationItem, TenantScope};
 use outboxd::NewIntent;
 use serde_json::json;
-use support::harness::{test_actions, Harness, NOTIFY, REFUND};
+use support::harness::{test_actions, test_settings, Harness, NOTIFY, REFUND};
 use support::invariants::assert_invariants;
 use support::TestDb;
 
@@ -133,8 +134,16 @@ async fn not_found_inside_retention_redispatches_once(t: &TestDb) {
     );
     assert!(item.resolution_note.unwrap().contains("HTTP 404"));
     assert_eq!(h.intent(intent_id).await.state, IntentState::Pending);
-    // The dispatcher sends it again with the same key: exactly one effect.
-    h.dispatcher.drain().await.unwrap();
+    // The daemon the probe runs in (the same actions: keys kept a day) sends it again with
+    // the same key: exactly one effect. The harness' own dispatcher believes keys are
+    // forgotten at once, so it would refuse the resend nobody confirmed
+    // (tests/resend_confirmation.rs).
+    let daemon = Dispatcher::new(
+        h.store.clone(),
+        Arc::new(probed_actions(&h, DAY)),
+        test_settings("daemon"),
+    );
+    daemon.drain().await.unwrap();
     let delivered = h.intent(intent_id).await;
     assert_eq!(delivered.state, IntentState::Delivered);
     let effects = h.provider.effects_for_key(&key);

@@ -9,7 +9,8 @@ use chrono::Utc;
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
 use outboxd::intent::IntentState;
 use outboxd::store::{
-    Cancellation, ReconciliationFilter, Resolution, ResolutionKind, ReviewError, TenantScope,
+    Cancellation, ReconciliationFilter, ResendApproval, Resolution, ResolutionKind, ReviewError,
+    TenantScope,
 };
 use outboxd::{EnqueueError, NewIntent};
 use serde_json::json;
@@ -46,6 +47,12 @@ fn resolution(item_id: i64, kind: ResolutionKind) -> Resolution {
         actor: "ops-alice".into(),
         note: "checked the provider dashboard".into(),
         now: Utc::now(),
+        // The person checked at the provider and confirmed a resend that may act twice.
+        resend: ResendApproval {
+            confirmed_may_act_twice: true,
+            ..ResendApproval::default()
+        },
+        seen_attempt_count: None,
     }
 }
 
@@ -209,6 +216,7 @@ async fn scopes_hide_other_tenants(t: &TestDb) {
         actor: "x".into(),
         note: "y".into(),
         now: Utc::now(),
+        seen_attempt_count: None,
     };
     assert!(matches!(
         h.store.cancel_intent(&cancel).await,
@@ -248,6 +256,7 @@ async fn resolutions_need_a_note_and_a_reference(t: &TestDb) {
         actor: "ops".into(),
         note: " ".into(),
         now: Utc::now(),
+        seen_attempt_count: None,
     };
     assert!(matches!(
         h.store.cancel_intent(&blank_cancel).await,
@@ -269,6 +278,7 @@ async fn cancel_only_pending(t: &TestDb) {
         actor: "ops".into(),
         note: "customer withdrew".into(),
         now: Utc::now(),
+        seen_attempt_count: None,
     };
     let row = h
         .store
@@ -404,6 +414,7 @@ async fn cancel_refuses_an_intent_that_may_have_acted(t: &TestDb) {
         actor: "ops".into(),
         note: "stop".into(),
         now: Utc::now(),
+        seen_attempt_count: None,
     };
     let err = h.store.cancel_intent(&cancel).await.unwrap_err();
     assert!(

@@ -1,16 +1,17 @@
 //! Upgrading a database created by an earlier schema while intents are pending, pending
 //! after an ambiguous attempt, in flight and unknown: migration 0003 namespaces the keys of
 //! intents that never sent anything and keeps every key that may already have reached the
-//! provider, on both backends; the dispatcher then delivers with those keys. Migrations
-//! 0004 and 0005 (the tenant walk's index) carry pending rows forward to the new claim.
+//! provider, on both backends; the dispatcher then delivers with those keys. Migration 0004
+//! (the tenant walk's index) and 0005 (the bytewise walk's index, the recorded may-act-twice
+//! confirmations) carry the same kinds of rows forward.
 
 mod support;
 
 use outboxd::intent::{default_idempotency_key, IntentState};
-use outboxd::store::Database;
+use outboxd::store::{Database, ResendApproval, Resolution, ResolutionKind, TenantScope};
 use outboxd::NewIntent;
 use serde_json::json;
-use support::harness::{exec, Harness, REFUND};
+use support::harness::{exec, scalar, Harness, REFUND};
 use support::TestDb;
 
 const OPS: [&str; 4] = ["op-fresh", "op-retry", "op-inflight", "op-unknown"];
@@ -213,7 +214,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
         report.applied,
         vec![
             (4, "tenant_turns_provider_states"),
-            (5, "bytewise_tenant_turns")
+            (5, "bytewise_turns_resend_confirmations")
         ],
         "{report:?}"
     );
@@ -269,7 +270,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(5, "bytewise_tenant_turns")],
+        vec![(5, "bytewise_turns_resend_confirmations")],
         "{report:?}"
     );
     if let Database::Postgres(pool) = &t.db {
@@ -284,7 +285,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
             .unwrap();
         assert!(
             plan.iter()
-                .any(|line| line.contains("outbox_intents_due_by_tenant")),
+                .any(|line| line.contains("outbox_intents_due_by_tenant_bytewise")),
             "the walk probe uses the bytewise index: {plan:#?}"
         );
     }
@@ -308,4 +309,91 @@ async fn upgrade_from_schema_4_on_postgres() {
         return;
     };
     upgrade_from_schema_4_then_dispatch(t).await;
+}
+
+/// Schema 4 → 5 (where a person's may-act-twice confirmation lives) with
+/// pending, in-flight and unknown intents: every row carries over with no confirmation
+/// recorded, the dispatcher delivers the pending and the taken-over ones and leaves the
+/// unknown one alone; a confirmed redispatch of that one is recorded and sent once.
+async fn upgrade_to_0005_then_dispatch_and_redispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert!(
+        report
+            .applied
+            .contains(&(5, "bytewise_turns_resend_confirmations")),
+        "{report:?}"
+    );
+    let confirmed = scalar(
+        &h.db,
+        "SELECT count(*) FROM outbox_intents WHERE resend_confirmed_attempt IS NOT NULL",
+    )
+    .await;
+    assert_eq!(confirmed, 0, "no confirmation carried over");
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    for id in [fresh, other, inflight] {
+        let row = h.intent(id).await;
+        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+    }
+    let unknown_row = h.intent(unknown).await;
+    assert_eq!(unknown_row.state, IntentState::Unknown);
+    let key = unknown_row.idempotency_key.clone();
+    assert_eq!(h.provider.request_count_for_key(&key), 0);
+
+    // `record_at_schema_3` set the state without opening the item the dispatcher would
+    // have opened; open it, then resolve it as a confirmed redispatch.
+    let open = format!(
+        "INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at) \
+         SELECT id, tenant, 'outcome unknown', {} FROM outbox_intents WHERE id = {unknown}",
+        chrono::Utc::now().timestamp_millis()
+    );
+    let open_pg = format!(
+        "INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at) \
+         SELECT id, tenant, 'outcome unknown', now() FROM outbox_intents WHERE id = {unknown}"
+    );
+    exec(&h.db, &open, &open_pg).await;
+    let item = h.store.reconciliation_for_intent(unknown).await.unwrap()[0].id;
+    let resolution = Resolution {
+        item_id: item,
+        scope: TenantScope::All,
+        kind: ResolutionKind::Redispatch,
+        actor: "ops-alice".into(),
+        note: "checked at the provider".into(),
+        now: chrono::Utc::now(),
+        resend: ResendApproval {
+            policies: std::sync::Arc::new(h.actions.resend_policies()),
+            confirmed_may_act_twice: true,
+        },
+        seen_attempt_count: None,
+    };
+    h.store.resolve_reconciliation(&resolution).await.unwrap();
+    let sql = format!(
+        "SELECT CAST(resend_confirmed_attempt AS BIGINT) FROM outbox_intents WHERE id = {unknown}"
+    );
+    assert_eq!(
+        scalar(&h.db, &sql).await,
+        2,
+        "the attempt after the redispatch"
+    );
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(h.intent(unknown).await.state, IntentState::Delivered);
+    assert_eq!(h.provider.request_count_for_key(&key), 1);
+    assert_eq!(h.provider.effect_count(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0005_on_sqlite() {
+    let t = TestDb::sqlite_at(4).await;
+    upgrade_to_0005_then_dispatch_and_redispatch(t).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0005_on_postgres() {
+    let Some(t) = TestDb::postgres_at(4).await else {
+        return;
+    };
+    upgrade_to_0005_then_dispatch_and_redispatch(t).await;
 }

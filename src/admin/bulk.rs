@@ -3,6 +3,10 @@
 //! each of those items individually (so a concurrent resolution wins or loses per item,
 //! never silently) and reports every item's result. Passing the dry run's `item_ids`
 //! makes the real run act on exactly those ids, however the queue changed in between.
+//! When any of the items would be a resend that may act twice (the resend rule), the dry
+//! run says why per item (`may_act_twice`), and a real run without
+//! `"confirm_may_act_twice": true` is refused whole (`400` naming that field), before
+//! anything changes.
 
 use std::collections::BTreeMap;
 
@@ -14,10 +18,11 @@ use serde_json::{json, Value};
 
 use super::auth::Caller;
 use super::extract::{non_empty, parse_limit, parse_older_than, ApiJson};
-use super::ops::{required_note, resolve};
+use super::ops::{required_note, resolve, ResolveRequest};
 use super::{AdminContext, ApiError};
 use crate::store::{
-    NewAuditEntry, ReconciliationFilter, ReconciliationItem, ResolutionKind, TenantScope,
+    resend_risk_of, NewAuditEntry, ReconciliationFilter, ReconciliationItem, ResolutionKind,
+    TenantScope, CONFIRM_FIELD,
 };
 
 /// Default number of items one run looks at.
@@ -36,6 +41,8 @@ pub(crate) struct BulkBody {
     note: Option<String>,
     limit: Option<u32>,
     item_ids: Option<Vec<i64>>,
+    #[serde(default)]
+    confirm_may_act_twice: bool,
 }
 
 /// The filter of one run, as parsed (echoed in the report and the audit entry).
@@ -63,8 +70,11 @@ struct BulkItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     opened_at: Option<DateTime<Utc>>,
     /// `would_redispatch` (dry run), `redispatched`, `already_resolved`, `wrong_state`,
-    /// `not_found`, `not_matching` or `error`.
+    /// `not_found`, `not_matching`, `confirmation_required` or `error`.
     result: &'static str,
+    /// Why redispatching it may act twice (the resend rule), if it may.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    may_act_twice: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     detail: Option<Value>,
 }
@@ -79,6 +89,7 @@ impl BulkItem {
             action: Some(item.action.clone()),
             opened_at: Some(item.opened_at),
             result,
+            may_act_twice: None,
             detail: None,
         }
     }
@@ -92,6 +103,7 @@ impl BulkItem {
             action: None,
             opened_at: None,
             result: "not_found",
+            may_act_twice: None,
             detail: None,
         }
     }
@@ -117,15 +129,18 @@ pub(crate) async fn bulk_redispatch(
     };
     let scope = caller.scope_for(filter.tenant.as_deref());
     let (candidates, mut report) = select(&ctx, &scope, &filter).await?;
+    let risks = twice_risks(&ctx, &candidates).await?;
     if body.dry_run {
-        report.extend(
-            candidates
-                .iter()
-                .map(|i| BulkItem::of(i, "would_redispatch")),
-        );
+        report.extend(candidates.iter().zip(&risks).map(|(i, risk)| {
+            let mut line = BulkItem::of(i, "would_redispatch");
+            line.may_act_twice = risk.clone();
+            line
+        }));
     } else {
+        refuse_unconfirmed(&candidates, &risks, body.confirm_may_act_twice)?;
         for item in &candidates {
-            report.push(redispatch_one(&ctx, &caller, item, &note).await);
+            let line = redispatch_one(&ctx, &caller, item, &note, body.confirm_may_act_twice);
+            report.push(line.await);
         }
         ctx.wake_dispatcher.notify_one();
         audit_run(&ctx, &caller, &filter, &report, &note).await?;
@@ -191,21 +206,64 @@ fn matches_filter(item: &ReconciliationItem, filter: &BulkFilter) -> bool {
     action_ok && age_ok
 }
 
+/// Why redispatching each candidate may act twice (the resend rule, now), if it may.
+async fn twice_risks(
+    ctx: &AdminContext,
+    candidates: &[ReconciliationItem],
+) -> Result<Vec<Option<String>>, ApiError> {
+    let policies = ctx.resend_policies();
+    let now = Utc::now();
+    let mut risks = Vec::with_capacity(candidates.len());
+    for item in candidates {
+        let intent = ctx.store.get_intent(item.intent_id).await?;
+        risks.push(
+            intent
+                .and_then(|i| resend_risk_of(&policies, &i, now))
+                .map(|r| r.explain()),
+        );
+    }
+    Ok(risks)
+}
+
+/// Refuses the whole run, before anything changes, when an item may act twice and the
+/// caller did not confirm it.
+fn refuse_unconfirmed(
+    candidates: &[ReconciliationItem],
+    risks: &[Option<String>],
+    confirmed: bool,
+) -> Result<(), ApiError> {
+    if confirmed {
+        return Ok(());
+    }
+    let risky: Vec<String> = candidates
+        .iter()
+        .zip(risks)
+        .filter_map(|(item, risk)| risk.as_ref().map(|r| format!("item {}: {r}", item.id)))
+        .collect();
+    if risky.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        CONFIRM_FIELD,
+        format!(
+            "{} of the items may act twice when sent again ({}); pass \"{CONFIRM_FIELD}\": true \
+             to send them anyway; nothing changed",
+            risky.len(),
+            risky.join("; ")
+        ),
+    ))
+}
+
 /// Resolves one item as `redispatch`, reporting the outcome instead of failing the run.
 async fn redispatch_one(
     ctx: &AdminContext,
     caller: &Caller,
     item: &ReconciliationItem,
     note: &str,
+    confirmed: bool,
 ) -> BulkItem {
-    let outcome = resolve(
-        ctx,
-        caller,
-        item.id,
-        ResolutionKind::Redispatch,
-        note.to_owned(),
-    )
-    .await;
+    let request = ResolveRequest::new(ResolutionKind::Redispatch, note.to_owned(), confirmed);
+    let outcome = resolve(ctx, caller, item.id, request).await;
     let mut line = BulkItem::of(item, "redispatched");
     if let Err(e) = outcome {
         e.log();
@@ -213,6 +271,7 @@ async fn redispatch_one(
             ApiError::AlreadyResolved { .. } => "already_resolved",
             ApiError::WrongState { .. } => "wrong_state",
             ApiError::NotFound => "not_found",
+            ApiError::Invalid { field, .. } if field == CONFIRM_FIELD => "confirmation_required",
             _ => "error",
         };
         line.detail = Some(e.body()["error"].clone());

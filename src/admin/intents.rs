@@ -87,6 +87,7 @@ pub(crate) async fn cancel_intent(
         actor: caller.name.clone(),
         note: required_note(body.note.as_deref())?,
         now: Utc::now(),
+        seen_attempt_count: None,
     };
     let intent = ctx.store.cancel_intent(&cancellation).await?;
     Ok(Json(json!({ "intent": intent })))

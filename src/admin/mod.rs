@@ -60,7 +60,6 @@ mod providers;
 mod reconciliation;
 mod review;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::routing::{get, post};
@@ -69,9 +68,10 @@ use tokio::sync::Notify;
 
 pub use error::ApiError;
 
+use crate::action::resend::ResendPolicies;
 use crate::action::RetrySafety;
 use crate::config::AdminToken;
-use crate::store::{Database, OutboxStore};
+use crate::store::{Database, OutboxStore, ResendApproval};
 
 /// Everything the admin handlers need; cheap to clone (every field is shared).
 #[derive(Clone)]
@@ -91,10 +91,10 @@ pub struct AdminContext {
     cookie_secure: bool,
     /// Failed review-page sign-ins per client.
     sign_ins: Arc<review::SignInThrottle>,
-    /// The daemon's configured actions and their retry safety (None: not told, so the
-    /// console cannot say whether an action is configured, and treats each as
-    /// `not_idempotent` when asking for confirmation).
-    actions: Option<Arc<BTreeMap<String, RetrySafety>>>,
+    /// The daemon's configured actions and what the resend rule needs of each (None: not
+    /// told, so the console cannot say whether an action is configured, and the resend
+    /// rule treats each as `not_idempotent`).
+    actions: Option<Arc<ResendPolicies>>,
 }
 
 impl AdminContext {
@@ -113,19 +113,32 @@ impl AdminContext {
         }
     }
 
-    /// Tells the console which actions the daemon has configured, with their retry safety.
-    pub fn with_actions(
-        mut self,
-        actions: impl IntoIterator<Item = (String, RetrySafety)>,
-    ) -> Self {
-        self.actions = Some(Arc::new(actions.into_iter().collect()));
+    /// Tells the console which actions the daemon has configured, with what the resend
+    /// rule needs of each ([`crate::dispatch::ActionTable::resend_policies`]).
+    pub fn with_actions(mut self, actions: ResendPolicies) -> Self {
+        self.actions = Some(Arc::new(actions));
         self
     }
 
     /// The retry safety of `action`: `Some(None)` when it is not configured, `None` when
     /// the console was not told the configuration.
     pub(crate) fn action_safety(&self, action: &str) -> Option<Option<RetrySafety>> {
-        self.actions.as_ref().map(|a| a.get(action).copied())
+        self.actions
+            .as_ref()
+            .map(|a| a.get(action).map(|p| p.retry_safety))
+    }
+
+    /// The configured actions' resend policies (empty when the console was not told).
+    pub(crate) fn resend_policies(&self) -> Arc<ResendPolicies> {
+        self.actions.clone().unwrap_or_default()
+    }
+
+    /// What a person's redispatch through this context brings for the resend rule.
+    pub(crate) fn resend_approval(&self, confirmed_may_act_twice: bool) -> ResendApproval {
+        ResendApproval {
+            policies: self.resend_policies(),
+            confirmed_may_act_twice,
+        }
     }
 
     /// Marks the review page's session cookie `Secure` (`[admin] cookie_secure`).

@@ -103,25 +103,53 @@ pub(crate) fn required_note(note: Option<&str>) -> Result<String, ApiError> {
     Ok(crate::store::check_note(note.unwrap_or(""))?.to_owned())
 }
 
+/// What a person asks of one reconciliation item.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolveRequest {
+    /// The resolution.
+    pub kind: ResolutionKind,
+    /// Why (already checked by [`required_note`]).
+    pub note: String,
+    /// The person confirmed that a redispatch may act twice (`confirm_may_act_twice`).
+    pub confirmed_may_act_twice: bool,
+    /// The intent's attempt count a dry run showed (None: no dry run).
+    pub seen_attempt_count: Option<i32>,
+}
+
+impl ResolveRequest {
+    /// A request without a dry run.
+    pub(crate) fn new(kind: ResolutionKind, note: String, confirmed_may_act_twice: bool) -> Self {
+        Self {
+            kind,
+            note,
+            confirmed_may_act_twice,
+            seen_attempt_count: None,
+        }
+    }
+}
+
 /// Resolves an open item as the caller (operator only), then pokes the local dispatcher
 /// if the intent went back to pending. Of two concurrent resolutions exactly one applies;
-/// the other gets [`ApiError::AlreadyResolved`].
+/// the other gets [`ApiError::AlreadyResolved`]. A redispatch that may act twice (the
+/// resend rule, checked by the store on the row it changes) needs
+/// `confirmed_may_act_twice`, or is refused naming that field.
 pub(crate) async fn resolve(
     ctx: &AdminContext,
     caller: &Caller,
     item_id: i64,
-    kind: ResolutionKind,
-    note: String,
+    request: ResolveRequest,
 ) -> Result<ReconciliationItem, ApiError> {
     caller.require_operator()?;
-    let redispatch = kind == ResolutionKind::Redispatch;
+    let redispatch = request.kind == ResolutionKind::Redispatch;
     let resolution = Resolution {
         item_id,
         scope: caller.scope.clone(),
-        kind,
+        kind: request.kind,
         actor: caller.name.clone(),
-        note,
+        note: request.note,
         now: Utc::now(),
+        resend: ctx.resend_approval(request.confirmed_may_act_twice),
+        seen_attempt_count: request.seen_attempt_count,
     };
     let item = ctx.store.resolve_reconciliation(&resolution).await?;
     if redispatch {

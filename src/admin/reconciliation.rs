@@ -11,7 +11,7 @@ use super::auth::Caller;
 use super::extract::{
     non_empty, parse_limit, parse_older_than, ApiJson, ApiQuery, IdPath, DEFAULT_LIMIT, MAX_LIMIT,
 };
-use super::ops::{item_detail, required_note, resolution_kind, resolve};
+use super::ops::{item_detail, required_note, resolution_kind, resolve, ResolveRequest};
 use super::{AdminContext, ApiError};
 use crate::store::ReconciliationFilter;
 
@@ -66,10 +66,14 @@ pub(crate) struct ResolveBody {
     resolution: String,
     provider_ref: Option<String>,
     note: Option<String>,
+    /// Required (`true`) for a redispatch that may act twice.
+    #[serde(default)]
+    confirm_may_act_twice: bool,
 }
 
-/// `POST /v1/reconciliation/{id}/resolve`: `200` with the resolved item, or `409` with
-/// who resolved it first and when.
+/// `POST /v1/reconciliation/{id}/resolve`: `200` with the resolved item, `409` with who
+/// resolved it first and when, or `400` naming `confirm_may_act_twice` for a redispatch
+/// that may act twice without `"confirm_may_act_twice": true`.
 pub(crate) async fn resolve_item(
     State(ctx): State<AdminContext>,
     caller: Caller,
@@ -79,7 +83,8 @@ pub(crate) async fn resolve_item(
     caller.require_operator()?;
     let kind = resolution_kind(&body.resolution, body.provider_ref.as_deref())?;
     let note = required_note(body.note.as_deref())?;
-    let item = resolve(&ctx, &caller, id, kind, note).await?;
+    let request = ResolveRequest::new(kind, note, body.confirm_may_act_twice);
+    let item = resolve(&ctx, &caller, id, request).await?;
     Ok(Json(json!({ "item": item })))
 }
 

@@ -117,6 +117,11 @@ pub struct ResolveArgs {
     /// Who is resolving it (default `cli:$USER`).
     #[arg(long)]
     pub actor: Option<String>,
+    /// Confirms a redispatch that may make the provider act twice (a `not_idempotent`
+    /// action after an ambiguous attempt, a key the provider may have forgotten, or an
+    /// action not in the configuration); without it such a redispatch is refused.
+    #[arg(long)]
+    pub confirm_may_act_twice: bool,
 }
 
 /// `outboxd intents ...`.

@@ -110,6 +110,7 @@ async fn cancel(
         actor: actor_or_default(actor),
         note: note.trim().to_owned(),
         now: Utc::now(),
+        seen_attempt_count: None,
     };
     let intent = db
         .store()

@@ -129,6 +129,12 @@ impl CommandError {
                 state,
                 what,
             },
+            ReviewError::Invalid(why) if why.field == crate::store::CONFIRM_FIELD => {
+                CommandError::Usage(format!(
+                    "{} (pass --confirm-may-act-twice to redispatch it anyway)",
+                    why.reason
+                ))
+            }
             ReviewError::Invalid(why) => CommandError::Usage(why.reason),
             ReviewError::Store(e) => CommandError::Store(e),
         }
@@ -148,7 +154,7 @@ pub async fn run(config: &Config, command: &ReviewCommand, json: bool) -> Result
     };
     let db = open::open_for_command(config, mode).await?;
     let result = match command {
-        ReviewCommand::Reconcile { command } => reconcile::run(&db, command, json).await,
+        ReviewCommand::Reconcile { command } => reconcile::run(&db, config, command, json).await,
         ReviewCommand::Intents { command } => intents::run(&db, command, json).await,
         ReviewCommand::Audit { limit } => maintenance::audit(&db, *limit, json).await,
         ReviewCommand::Prune { dry_run } => maintenance::prune(&db, config, *dry_run, json).await,

@@ -1,19 +1,23 @@
 //! `outboxd reconcile list | show | resolve`: the reconciliation queue from a terminal.
 
+use std::sync::Arc;
+
 use chrono::Utc;
 use serde::Serialize;
 
 use super::args::{actor_or_default, ReconcileCommand, ResolveArgs, ResolveAs};
 use super::render::{attempts_table, intent_block, item_block, items_table};
 use super::{print_json, CommandError, SCOPE};
+use crate::config::{resend_policies, Config};
 use crate::store::{
-    AttemptRow, Database, IntentRow, ReconciliationFilter, ReconciliationItem, Resolution,
-    ResolutionKind, TenantScope,
+    AttemptRow, Database, IntentRow, ReconciliationFilter, ReconciliationItem, ResendApproval,
+    Resolution, ResolutionKind, TenantScope,
 };
 
 /// Runs one `reconcile` subcommand.
 pub(super) async fn run(
     db: &Database,
+    config: &Config,
     command: &ReconcileCommand,
     json: bool,
 ) -> Result<(), CommandError> {
@@ -33,7 +37,7 @@ pub(super) async fn run(
             list(db, &filter, json).await
         }
         ReconcileCommand::Show { id } => show(db, *id, json).await,
-        ReconcileCommand::Resolve(args) => resolve(db, args, json).await,
+        ReconcileCommand::Resolve(args) => resolve(db, config, args, json).await,
     }
 }
 
@@ -95,7 +99,7 @@ async fn show(db: &Database, id: i64, json: bool) -> Result<(), CommandError> {
     if item.resolution.is_none() {
         println!();
         println!(
-            "resolve with: outboxd reconcile resolve {} --as delivered --ref REF | redispatch | abandoned --note WHY",
+            "resolve with: outboxd reconcile resolve {} --as delivered --ref REF | redispatch [--confirm-may-act-twice] | abandoned --note WHY",
             item.id
         );
     }
@@ -126,7 +130,12 @@ fn resolution_kind(args: &ResolveArgs) -> Result<ResolutionKind, CommandError> {
     }
 }
 
-async fn resolve(db: &Database, args: &ResolveArgs, json: bool) -> Result<(), CommandError> {
+async fn resolve(
+    db: &Database,
+    config: &Config,
+    args: &ResolveArgs,
+    json: bool,
+) -> Result<(), CommandError> {
     let kind = resolution_kind(args)?;
     if args.note.trim().is_empty() {
         return Err(CommandError::Usage(
@@ -140,6 +149,11 @@ async fn resolve(db: &Database, args: &ResolveArgs, json: bool) -> Result<(), Co
         actor: actor_or_default(args.actor.as_deref()),
         note: args.note.trim().to_owned(),
         now: Utc::now(),
+        resend: ResendApproval {
+            policies: Arc::new(resend_policies(config)),
+            confirmed_may_act_twice: args.confirm_may_act_twice,
+        },
+        seen_attempt_count: None,
     };
     let store = db.store();
     let intent_id = store

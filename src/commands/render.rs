@@ -241,6 +241,7 @@ mod tests {
             state: IntentState::Pending,
             attempt_count: 0,
             ambiguous_attempts: 0,
+            first_sent_at: None,
             next_attempt_at: at,
             deadline_at,
             lease_owner: None,

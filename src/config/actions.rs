@@ -188,3 +188,21 @@ pub fn placeholders(path: &str) -> Result<Vec<String>, String> {
     }
     Ok(names)
 }
+
+/// What the resend rule needs about each configured action whose provider is configured
+/// (for the CLI, which has the configuration but no dispatcher).
+pub fn resend_policies(config: &super::Config) -> crate::action::resend::ResendPolicies {
+    crate::action::resend::ResendPolicies::new(config.actions.iter().filter_map(
+        |(name, action)| {
+            let provider = config.providers.get(&action.provider)?;
+            Some((
+                name.clone(),
+                crate::action::resend::ResendPolicy {
+                    retry_safety: action.retry_safety,
+                    key_retention: provider.key_retention,
+                    request_timeout: provider.request_timeout,
+                },
+            ))
+        },
+    ))
+}

@@ -49,7 +49,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use actions::{
-    placeholders, ActionConfig, NotFoundMeaning, ProbeConfig, HTTP_METHODS, PROBE_PLACEHOLDERS,
+    placeholders, resend_policies, ActionConfig, NotFoundMeaning, ProbeConfig, HTTP_METHODS,
+    PROBE_PLACEHOLDERS,
 };
 pub use admin::{AdminConfig, AdminToken, Role, ALL_TENANTS};
 pub use database_url::{DatabaseUrl, UnsupportedScheme};

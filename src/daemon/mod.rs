@@ -142,12 +142,7 @@ pub async fn run(
     let people =
         crate::admin::AdminContext::new(db.clone(), config.admin.tokens.clone(), local.clone())
             .with_cookie_secure(config.admin.cookie_secure)
-            .with_actions(
-                actions
-                    .names()
-                    .into_iter()
-                    .filter_map(|n| actions.get(&n).map(|a| (n, a.retry_safety))),
-            );
+            .with_actions(actions.resend_policies());
     let state = ApiState::new(db.clone(), Arc::new(config), metrics.clone())
         .with_local_wakeup(local.clone());
     let metrics_listen = state.config.admin.metrics_listen;

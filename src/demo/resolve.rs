@@ -46,6 +46,8 @@ pub(super) async fn resolve_delivered(db: &Database, r: &Resolution) -> Result<(
             actor: r.who.clone(),
             note: r.why.clone(),
             now: r.at,
+            resend: Default::default(),
+            seen_attempt_count: None,
         })
         .await
         .map_err(|e| DemoError::OffScript(format!("resolving intent #{}: {e}", r.intent_id)))?;

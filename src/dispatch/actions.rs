@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::action::resend::{ResendPolicies, ResendPolicy};
 use crate::action::{RetryPolicy, RetrySafety};
 pub use crate::provider::path::{encode_segment, render_path, PathFields};
 use crate::provider::ProviderClient;
@@ -32,6 +33,17 @@ pub struct ActionRuntime {
     pub probe: Option<crate::provider::lookup::ProbeRuntime>,
 }
 
+impl ActionRuntime {
+    /// What the resend rule needs to know about this action.
+    pub fn resend_policy(&self) -> ResendPolicy {
+        ResendPolicy {
+            retry_safety: self.retry_safety,
+            key_retention: self.key_retention,
+            request_timeout: self.client.request_timeout(),
+        }
+    }
+}
+
 /// Every configured action by name.
 #[derive(Debug, Clone, Default)]
 pub struct ActionTable {
@@ -57,6 +69,15 @@ impl ActionTable {
     /// Every configured action name (the claim only takes intents of these).
     pub fn names(&self) -> Vec<String> {
         self.actions.keys().cloned().collect()
+    }
+
+    /// Every action's [`ResendPolicy`], for the admin surface's redispatch checks.
+    pub fn resend_policies(&self) -> ResendPolicies {
+        ResendPolicies::new(
+            self.actions
+                .iter()
+                .map(|(name, a)| (name.clone(), a.resend_policy())),
+        )
     }
 
     /// Whether no action is configured.

@@ -7,6 +7,7 @@ use std::time::Instant;
 use chrono::Utc;
 use tracing::{field, info_span, Instrument};
 
+use crate::action::resend::{resend_risk, SendHistory};
 use crate::action::AttemptClass;
 use crate::dispatch::actions::{render_path, ActionRuntime, PathFields};
 use crate::dispatch::retry::{
@@ -170,40 +171,39 @@ fn log_outcome(classified: &Classified, transition: &Transition) {
     }
 }
 
-/// Re-checks, at send time, what was checked when the retry was scheduled: after an
-/// ambiguous attempt an `idempotent_with_key` action may only be resent while the provider
-/// still remembers the key (the retry may be claimed much later than planned: a backlog, a
-/// stopped daemon) and a `not_idempotent` one never. The first attempt after a person's
-/// redispatch is exempt: that person approved the resend.
+/// Re-checks, at send time, what was checked when the retry was scheduled, with the one
+/// resend rule ([`resend_risk`]): after an ambiguous attempt an `idempotent_with_key`
+/// action is only resent while the provider still remembers the key (the retry may be
+/// claimed much later than planned: a backlog, a stopped daemon) and a `not_idempotent`
+/// one never. The only exemption is the attempt a person confirmed may act twice, recorded
+/// on the intent by their redispatch ([`confirmed_by_a_person`]). This daemon's rule is
+/// never re-run for the moment of the redispatch: the surface that redispatched may have
+/// judged with another configuration (a CLI that believes keys are kept longer) and asked
+/// nobody, so a risk this daemon sees and nobody confirmed is not sent.
 fn unsafe_to_send(
     action: &ActionRuntime,
     intent: &ClaimedIntent,
     now: chrono::DateTime<Utc>,
 ) -> Option<String> {
-    let redispatched =
+    let policy = action.resend_policy();
+    let history = SendHistory {
+        ambiguous_attempts: intent.ambiguous_attempts,
+        first_sent_at: intent.first_sent_at,
+        created_at: intent.created_at,
+    };
+    let risk = resend_risk(Some(&policy), &history, now)?;
+    (!confirmed_by_a_person(intent)).then(|| risk.not_sent_reason().to_owned())
+}
+
+/// Whether this claim is the attempt a person confirmed may act twice: the first attempt of
+/// the budget their redispatch started, and the one the redispatch recorded
+/// (`resend_confirmed_attempt`). A later attempt of that budget (a retry after the
+/// confirmed one) or of a later, unconfirmed redispatch has a higher number, since
+/// `attempt_count` only grows, so an old confirmation never covers it.
+fn confirmed_by_a_person(intent: &ClaimedIntent) -> bool {
+    let first_of_redispatch =
         intent.budget_attempt_base > 0 && intent.attempt_count == intent.budget_attempt_base + 1;
-    if intent.ambiguous_attempts == 0 || redispatched {
-        return None;
-    }
-    match action.retry_safety {
-        crate::action::RetrySafety::SafeAlways => None,
-        crate::action::RetrySafety::NotIdempotent => Some(
-            "not sent: a not_idempotent action after an ambiguous attempt is never resent automatically".into(),
-        ),
-        crate::action::RetrySafety::IdempotentWithKey => {
-            let first = intent.first_sent_at.unwrap_or(intent.created_at);
-            let lands_by = now
-                + chrono::Duration::from_std(action.client.request_timeout())
-                    .unwrap_or(chrono::Duration::MAX);
-            let forgotten = chrono::Duration::from_std(action.key_retention)
-                .ok()
-                .and_then(|r| first.checked_add_signed(r))
-                .is_none_or(|limit| lands_by >= limit);
-            forgotten.then(|| {
-                "not sent: the provider may have forgotten the idempotency key of an earlier ambiguous attempt".to_owned()
-            })
-        }
-    }
+    first_of_redispatch && intent.resend_confirmed_attempt == Some(intent.attempt_count)
 }
 
 /// Where an intent goes whose deadline passed before this attempt could start (the rule is
@@ -256,5 +256,64 @@ fn not_sent_now(intent: &ClaimedIntent, transition: Transition) -> OutcomeRecord
         }),
         transition,
         now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(base: i32, attempt: i32, confirmed: Option<i32>) -> ClaimedIntent {
+        let at = chrono::DateTime::from_timestamp(1_900_000_000, 0).unwrap();
+        ClaimedIntent {
+            id: 1,
+            tenant: "acme".into(),
+            operation_id: "op".into(),
+            action: "issue_refund".into(),
+            payload: serde_json::json!({}),
+            payload_version: 1,
+            idempotency_key: "k".into(),
+            attempt_count: attempt,
+            ambiguous_attempts: 1,
+            fencing_token: 1,
+            first_sent_at: Some(at),
+            created_at: at,
+            deadline_at: None,
+            budget_attempt_base: base,
+            budget_started_at: (base > 0).then_some(at),
+            resend_confirmed_attempt: confirmed,
+            next_attempt_at: at,
+            lease_expires_at: at,
+            claimed_at: at,
+        }
+    }
+
+    #[test]
+    fn only_the_recorded_first_attempt_of_a_redispatch_is_confirmed() {
+        for (base, attempt, confirmed, expected, case) in [
+            (
+                3,
+                4,
+                Some(4),
+                true,
+                "the confirmed redispatch's first attempt",
+            ),
+            (3, 4, None, false, "a redispatch nobody confirmed"),
+            (3, 5, Some(4), false, "a retry after the confirmed attempt"),
+            (
+                5,
+                6,
+                Some(4),
+                false,
+                "a later redispatch that did not write the column",
+            ),
+            (0, 1, Some(1), false, "no redispatch"),
+        ] {
+            assert_eq!(
+                confirmed_by_a_person(&claim(base, attempt, confirmed)),
+                expected,
+                "{case}"
+            );
+        }
     }
 }

@@ -123,6 +123,7 @@ mod tests {
                 deadline_at: None,
                 budget_attempt_base: 0,
                 budget_started_at: None,
+                resend_confirmed_attempt: None,
                 next_attempt_at: now,
                 lease_expires_at: now,
                 claimed_at: now,

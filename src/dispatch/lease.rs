@@ -71,6 +71,7 @@ mod tests {
             deadline_at: None,
             budget_attempt_base: 0,
             budget_started_at: None,
+            resend_confirmed_attempt: None,
             next_attempt_at: db_now,
             lease_expires_at: db_now + lease,
             claimed_at: db_now,

@@ -26,6 +26,7 @@ fn intent(attempt_count: i32) -> ClaimedIntent {
         deadline_at: None,
         budget_attempt_base: 0,
         budget_started_at: None,
+        resend_confirmed_attempt: None,
         next_attempt_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
         lease_expires_at: Utc.timestamp_opt(1_700_000_030, 0).unwrap(),
         claimed_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),

@@ -13,13 +13,14 @@ use futures_util::{stream, StreamExt};
 use serde::Serialize;
 
 use super::probe::{classify_probe, ProbeContext, ProbeFinding, ProbeRuntime};
+use crate::action::resend::ResendPolicies;
 use crate::action::AttemptClass;
 use crate::dispatch::actions::{render_path, PathFields};
 use crate::dispatch::{ActionRuntime, ActionTable};
 use crate::provider::DeliveryRequest;
 use crate::store::{
-    OutboxStore, ReconciliationFilter, ReconciliationItem, Resolution, ResolutionKind, ReviewError,
-    StoreError, TenantScope,
+    OutboxStore, ReconciliationFilter, ReconciliationItem, ResendApproval, Resolution,
+    ResolutionKind, ReviewError, StoreError, TenantScope, CONFIRM_FIELD,
 };
 
 /// The actor recorded on resolutions (and audit entries) made by the probe.
@@ -223,11 +224,14 @@ async fn lookup_and_record(
         }
     };
     store.record_probe_finding(item.id, &note, now).await?;
-    resolve(store, item, kind, note, now).await
+    resolve(store, action, item, kind, note, now).await
 }
 
+/// Resolves the item as the probe. A probe never confirms a resend that may act twice:
+/// the store refuses such a redispatch, and the item is left for a person.
 async fn resolve(
     store: &dyn OutboxStore,
+    action: &ActionRuntime,
     item: &ReconciliationItem,
     kind: ResolutionKind,
     note: String,
@@ -244,6 +248,14 @@ async fn resolve(
         actor: PROBE_ACTOR.to_owned(),
         note,
         now,
+        resend: ResendApproval {
+            policies: std::sync::Arc::new(ResendPolicies::new([(
+                action.name.clone(),
+                action.resend_policy(),
+            )])),
+            confirmed_may_act_twice: false,
+        },
+        seen_attempt_count: None,
     };
     match store.resolve_reconciliation(&resolution).await {
         Ok(resolved) => {
@@ -257,6 +269,11 @@ async fn resolve(
         }
         Err(ReviewError::AlreadyResolved { .. } | ReviewError::NotFound) => {
             Ok(ItemOutcome::AlreadyResolved)
+        }
+        Err(ReviewError::Invalid(field)) if field.field == CONFIRM_FIELD => {
+            tracing::info!(item_id = item.id, intent_id = item.intent_id, reason = %field.reason,
+                "status probe found it not applied, but a resend may act twice; left for a person");
+            Ok(ItemOutcome::LeftForPerson)
         }
         Err(other) => Err(other),
     }

@@ -1,13 +1,21 @@
 //! Values and rules for the operator console (`/review`): the intent search, the audit
-//! filter, the dashboard's counts, and the two bulk-change rules that both the dry run and
-//! the backends use: which way an intent is redispatched ([`redispatch_route`]) and whether
-//! it may be cancelled ([`check_cancel`]). Backends only bind and run the SQL.
+//! filter, the dashboard's counts, and the change rules that the dry run, the pages, the
+//! API, the CLI and the backends all use: which way an intent is redispatched
+//! ([`redispatch_route`]), whether it may be cancelled ([`check_cancel`]), whether a
+//! person's redispatch may act twice and was confirmed ([`check_resend`]), what the
+//! redispatch records of that confirmation for the dispatcher
+//! ([`resend_confirmed_attempt`]), and whether the intent is still the one a dry run showed
+//! ([`check_seen`]). Backends only bind and run
+//! the SQL, calling these on the row they read inside the change's transaction.
+
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use super::{IntentRow, ReviewError, TenantScope};
+use crate::action::resend::{resend_risk, ResendPolicies, ResendRisk, SendHistory};
 use crate::action::AttemptClass;
-use crate::intent::{IntentId, IntentState};
+use crate::intent::{IntentId, IntentState, InvalidField};
 
 /// A page of the intents browser: newest first, keyset-paginated by id.
 #[derive(Debug, Clone)]
@@ -97,7 +105,90 @@ pub struct Redispatch {
     pub note: String,
     /// When.
     pub now: DateTime<Utc>,
+    /// What the resend rule needs, and the person's confirmation.
+    pub resend: ResendApproval,
+    /// The attempt count a dry run showed (None: no dry run); a different one refuses.
+    pub seen_attempt_count: Option<i32>,
 }
+
+/// The name of the confirmation every redispatch surface takes (the form checkbox, the
+/// JSON field; the CLI's `--confirm-may-act-twice`), and of the field a refusal names.
+pub const CONFIRM_FIELD: &str = "confirm_may_act_twice";
+
+/// What a person's redispatch brings for the resend rule ([`crate::action::resend`]).
+#[derive(Debug, Clone, Default)]
+pub struct ResendApproval {
+    /// The configured actions' resend policies; an action missing here counts as one whose
+    /// retry safety is unknown (treated as `not_idempotent`).
+    pub policies: Arc<ResendPolicies>,
+    /// The person confirmed that this resend may make the provider act twice.
+    pub confirmed_may_act_twice: bool,
+}
+
+/// Whether resending `intent` at `now` may act twice, by the one resend rule.
+pub fn resend_risk_of(
+    policies: &ResendPolicies,
+    intent: &IntentRow,
+    now: DateTime<Utc>,
+) -> Option<ResendRisk> {
+    let history = SendHistory {
+        ambiguous_attempts: intent.ambiguous_attempts,
+        first_sent_at: intent.first_sent_at,
+        created_at: intent.created_at,
+    };
+    resend_risk(policies.get(&intent.action), &history, now)
+}
+
+/// The resend rule for a person's redispatch of `intent` at `now`: `Ok(None)` when it
+/// cannot act twice, `Ok(Some(risk))` when it may and the person confirmed it (the audit
+/// entry records the reason), and an error naming [`CONFIRM_FIELD`] with the reason when
+/// it may and nobody confirmed.
+pub fn check_resend(
+    approval: &ResendApproval,
+    intent: &IntentRow,
+    now: DateTime<Utc>,
+) -> Result<Option<ResendRisk>, ReviewError> {
+    match resend_risk_of(&approval.policies, intent, now) {
+        None => Ok(None),
+        Some(risk) if approval.confirmed_may_act_twice => Ok(Some(risk)),
+        Some(risk) => Err(ReviewError::Invalid(InvalidField::new(
+            CONFIRM_FIELD,
+            format!(
+                "{}; confirm explicitly to send it anyway; nothing changed",
+                risk.explain()
+            ),
+        ))),
+    }
+}
+
+/// What a person's redispatch of `intent` records in `resend_confirmed_attempt`: the
+/// attempt their confirmation covers, the first one after the redispatch, when they
+/// confirmed that it may act twice; `None` (the column cleared) when they did not. The
+/// dispatcher's send-time check exempts that attempt, and only that one, from the resend
+/// rule, so a surface whose configuration saw no risk (a CLI that believes the provider
+/// keeps keys longer) cannot make a daemon that does see one send unconfirmed. Written
+/// whether or not the surface's own rule saw a risk: the person said "send it even though
+/// it may act twice", and that is what the dispatcher needs to know.
+pub fn resend_confirmed_attempt(approval: &ResendApproval, intent: &IntentRow) -> Option<i32> {
+    approval
+        .confirmed_may_act_twice
+        .then(|| intent.attempt_count.saturating_add(1))
+}
+
+/// Whether `intent` is still the one a dry run showed (`seen_attempt_count`; `None`: no
+/// dry run to compare with).
+pub fn check_seen(seen_attempt_count: Option<i32>, intent: &IntentRow) -> Result<(), ReviewError> {
+    match seen_attempt_count {
+        Some(seen) if seen != intent.attempt_count => Err(ReviewError::WrongState {
+            state: intent.state.as_str().to_owned(),
+            what: CHANGED_SINCE_DRY_RUN,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// What a line of a bulk change says when its intent moved on after the dry run.
+pub const CHANGED_SINCE_DRY_RUN: &str = "changed since the dry run; not applied";
 
 /// How an intent is redispatched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,15 +232,45 @@ pub fn check_cancel(state: &str, ambiguous_attempts: i32) -> Result<(), ReviewEr
 }
 
 /// Whether `intent` may go through [`super::OutboxStore::redispatch_failed`]: only a
-/// `failed` one (an `unknown` one is redispatched by resolving its reconciliation item).
-pub fn check_failed_redispatch(intent: &IntentRow) -> Result<(), ReviewError> {
+/// `failed` one (an `unknown` one is redispatched by resolving its reconciliation item),
+/// still as the dry run saw it, and confirmed if it may act twice ([`check_resend`]).
+/// Returns the confirmed risk, if any, for the audit entry.
+pub fn check_failed_redispatch(
+    r: &Redispatch,
+    intent: &IntentRow,
+) -> Result<Option<ResendRisk>, ReviewError> {
     match redispatch_route(intent)? {
-        RedispatchRoute::Failed => Ok(()),
-        RedispatchRoute::Reconciliation => Err(ReviewError::WrongState {
-            state: intent.state.as_str().to_owned(),
-            what: "an unknown intent is redispatched by resolving its reconciliation item",
-        }),
+        RedispatchRoute::Failed => {}
+        RedispatchRoute::Reconciliation => {
+            return Err(ReviewError::WrongState {
+                state: intent.state.as_str().to_owned(),
+                what: "an unknown intent is redispatched by resolving its reconciliation item",
+            })
+        }
     }
+    check_seen(r.seen_attempt_count, intent)?;
+    check_resend(&r.resend, intent, r.now)
+}
+
+/// What a resolution checks on its (unknown) intent, read inside the resolution's
+/// transaction: still as the dry run saw it, and a redispatch confirmed if it may act
+/// twice. Returns the confirmed risk, if any, for the audit entry.
+pub fn check_resolution_of(
+    r: &super::Resolution,
+    intent: &IntentRow,
+) -> Result<Option<ResendRisk>, ReviewError> {
+    check_seen(r.seen_attempt_count, intent)?;
+    match r.kind {
+        super::ResolutionKind::Redispatch => check_resend(&r.resend, intent, r.now),
+        _ => Ok(None),
+    }
+}
+
+/// The audit details' record of a confirmed risk (`null` when there was none).
+pub fn confirmed_risk_detail(risk: Option<ResendRisk>) -> serde_json::Value {
+    risk.map_or(serde_json::Value::Null, |r| {
+        serde_json::Value::String(r.explain())
+    })
 }
 
 /// Checks a redispatch's required fields.

@@ -55,8 +55,8 @@ pub const POSTGRES: &[Migration] = &[
     },
     Migration {
         version: 5,
-        name: "bytewise_tenant_turns",
-        sql: include_str!("../../migrations/postgres/0005_bytewise_tenant_turns.sql"),
+        name: "bytewise_turns_resend_confirmations",
+        sql: include_str!("../../migrations/postgres/0005_bytewise_turns_resend_confirmations.sql"),
     },
 ];
 
@@ -84,8 +84,8 @@ pub const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 5,
-        name: "bytewise_tenant_turns",
-        sql: include_str!("../../migrations/sqlite/0005_bytewise_tenant_turns.sql"),
+        name: "bytewise_turns_resend_confirmations",
+        sql: include_str!("../../migrations/sqlite/0005_bytewise_turns_resend_confirmations.sql"),
     },
 ];
 

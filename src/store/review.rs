@@ -143,6 +143,11 @@ pub struct Resolution {
     pub note: String,
     /// When.
     pub now: DateTime<Utc>,
+    /// For a redispatch: what the resend rule needs, and the person's confirmation.
+    pub resend: super::ResendApproval,
+    /// The intent's attempt count a dry run showed (None: no dry run); a different one
+    /// refuses.
+    pub seen_attempt_count: Option<i32>,
 }
 
 /// Why a resolution or cancellation did not apply.
@@ -229,6 +234,9 @@ pub struct Cancellation {
     pub note: String,
     /// When.
     pub now: DateTime<Utc>,
+    /// The intent's attempt count a dry run showed (None: no dry run); a different one
+    /// refuses.
+    pub seen_attempt_count: Option<i32>,
 }
 
 /// One audit log entry to append.

@@ -118,6 +118,9 @@ pub struct ClaimedIntent {
     pub budget_attempt_base: i32,
     /// When the current retry budget began (None: at enqueue).
     pub budget_started_at: Option<DateTime<Utc>>,
+    /// The attempt a person confirmed may make the provider act twice (the first one after
+    /// their redispatch), if they did; see [`crate::store::resend_confirmed_attempt`].
+    pub resend_confirmed_attempt: Option<i32>,
     /// When it was due (its position in claim order, with `id`).
     pub next_attempt_at: DateTime<Utc>,
     /// When the lease expires, as the database computed it.
@@ -244,6 +247,9 @@ pub struct IntentRow {
     pub attempt_count: i32,
     /// Ambiguous attempts.
     pub ambiguous_attempts: i32,
+    /// When a request with this key may first have reached the provider (the start of the
+    /// provider's key-retention window).
+    pub first_sent_at: Option<DateTime<Utc>>,
     /// Next attempt time (meaningful while pending).
     pub next_attempt_at: DateTime<Utc>,
     /// The producer's absolute deadline, if any: no attempt starts at or after it (nor after

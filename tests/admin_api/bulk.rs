@@ -74,6 +74,7 @@ async fn dry_run_reports_exactly_what_the_real_run_changes(t: &TestDb) {
     let mut real = filter.clone();
     real["dry_run"] = json!(false);
     real["note"] = json!("provider confirmed the outage; none of these applied");
+    real["confirm_may_act_twice"] = json!(true);
     let (status, report) = api.post("/v1/reconciliation/redispatch", real).await;
     assert_eq!(status, StatusCode::OK, "{report}");
     assert_eq!(
@@ -179,7 +180,8 @@ async fn explicit_ids_report_each_item(t: &TestDb) {
         .resolve(i2, "abandoned", None)
         .await;
     assert_eq!(status, StatusCode::OK);
-    let run = json!({"dry_run": false, "note": "approved", "item_ids": [i1, i2, foreign, 999_999]});
+    let run = json!({"dry_run": false, "note": "approved", "item_ids": [i1, i2, foreign, 999_999],
+        "confirm_may_act_twice": true});
     let (status, report) = api.post("/v1/reconciliation/redispatch", run).await;
     assert_eq!(status, StatusCode::OK, "{report}");
     let mut expected = vec![

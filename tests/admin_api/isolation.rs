@@ -184,14 +184,14 @@ async fn guessed_ids_change_nothing(t: &TestDb) {
     let (_, run) = acme
         .post(
             "/v1/reconciliation/redispatch",
-            json!({"dry_run": false, "note": "n", "tenant": "globex"}),
+            json!({"dry_run": false, "note": "n", "tenant": "globex", "confirm_may_act_twice": true}),
         )
         .await;
     assert_eq!(run["items"], json!([]), "{run}");
     let (_, run) = acme
         .post(
             "/v1/reconciliation/redispatch",
-            json!({"dry_run": false, "note": "n"}),
+            json!({"dry_run": false, "note": "n", "confirm_may_act_twice": true}),
         )
         .await;
     let touched: Vec<i64> = run["items"]

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use outboxd::intent::IntentState;
+use outboxd::store::ProviderStateRow;
 use outboxd::NewIntent;
 use serde_json::json;
 
@@ -120,6 +121,29 @@ async fn screenshots() {
     let mut later = NewIntent::new("acme", "notify-later", NOTIFY, json!({"to": "ops"}));
     later.not_before = Some(chrono::Utc::now() + chrono::Duration::hours(2));
     h.enqueue(later).await;
+    // Two daemons' provider state, as their pipelines publish it.
+    let now = chrono::Utc::now();
+    let state = |owner: &str, provider: &str, in_flight, breaker: &str| ProviderStateRow {
+        owner: owner.to_owned(),
+        provider: provider.to_owned(),
+        in_flight,
+        max_in_flight: 64,
+        rate_limited_waits: 0,
+        breaker: breaker.to_owned(),
+        breaker_open_until: (breaker == "open").then(|| now + chrono::Duration::seconds(25)),
+        paused_until: None,
+        updated_at: now,
+    };
+    for owner in ["replica-1", "replica-2"] {
+        let rows = [
+            state(owner, "payments", 3, "closed"),
+            state(owner, "notifications", 0, "open"),
+        ];
+        h.store
+            .publish_provider_states(owner, &rows, now - chrono::Duration::hours(1))
+            .await
+            .unwrap();
+    }
     let server = AdminServer::start(&h.db).await;
     let browser = Browser::start()
         .await

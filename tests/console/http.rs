@@ -1,7 +1,7 @@
 //! The console over plain HTTP: filters, search (operation id, stored and requested
 //! idempotency key) and keyset pages; why an intent waits; cancel from a dry run; the
-//! not_idempotent confirmation; viewers; and tenant isolation of every page, search and
-//! bulk change.
+//! not_idempotent confirmation (only where a resend may act twice); viewers; and tenant
+//! isolation of every page, search and bulk change.
 
 use outboxd::intent::IntentState;
 use outboxd::store::ProviderStateRow;
@@ -11,7 +11,8 @@ use serde_json::json;
 
 use crate::failed_intent;
 use crate::page::Page;
-use crate::support::admin::{AdminServer, ACME_OPS, ACME_VIEWER, GLOBEX_OPS};
+use crate::resend::{apply_fields, post_fields};
+use crate::support::admin::{unknown_intent, AdminServer, ACME_OPS, ACME_VIEWER, GLOBEX_OPS};
 use crate::support::harness::{scalar, Harness, NOTIFY, REFUND};
 use crate::support::TestDb;
 
@@ -144,26 +145,15 @@ async fn cancel_goes_through_a_dry_run(t: &TestDb) {
         dry.text
     );
     assert!(dry.text.contains("only a pending intent can be cancelled"));
-    let csrf = dry.csrf();
+    let fields = apply_fields(&dry);
     let id = pending.intent_id.to_string();
-    let no_note = page
-        .post(
-            "/review/intents/bulk",
-            &[("csrf", &csrf), ("op", "cancel"), ("id", &id)],
-        )
-        .await;
+    let no_note = post_fields(&page, &fields, &[]).await;
     assert_eq!(no_note.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         h.intent(pending.intent_id).await.state,
         IntentState::Pending
     );
-    let form = [
-        ("csrf", csrf.as_str()),
-        ("op", "cancel"),
-        ("id", &id),
-        ("note", "customer withdrew"),
-    ];
-    let done = page.post("/review/intents/bulk", &form).await;
+    let done = post_fields(&page, &fields, &[("note", "customer withdrew")]).await;
     assert_eq!(done.status, StatusCode::OK);
     assert!(
         done.text.contains("1 of 1 intent(s) changed"),
@@ -182,29 +172,45 @@ async fn cancel_goes_through_a_dry_run(t: &TestDb) {
 
 async fn not_idempotent_redispatch_needs_its_own_confirmation(t: &TestDb) {
     let h = Harness::new(t).await;
-    let failed = failed_intent(&h, "acme", "notify-1", NOTIFY).await;
+    let (lost, _) = unknown_intent(&h, "acme", "notify-lost").await;
+    // Refused with a 400: the provider did not act, so sending it again cannot act twice.
+    let refused_once = failed_intent(&h, "acme", "notify-refused", NOTIFY).await;
     let server = AdminServer::start(&h.db).await;
     let page = Page::sign_in(&server, ACME_OPS).await;
     let dry = page
-        .get(&format!("/review/intents/bulk?op=redispatch&id={failed}"))
+        .get(&format!(
+            "/review/intents/bulk?op=redispatch&id={lost}&id={refused_once}"
+        ))
         .await;
-    assert!(dry.text.contains("id=\"twice\"") && dry.text.contains("act a second time"));
-    let (csrf, id) = (dry.csrf(), failed.to_string());
-    let base = [
-        ("csrf", csrf.as_str()),
-        ("op", "redispatch"),
-        ("id", &id),
-        ("note", "resend"),
-    ];
-    let refused = page.post("/review/intents/bulk", &base).await;
+    let warning = dry
+        .text
+        .split("id=\"twice\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</ul>").next())
+        .unwrap_or_else(|| panic!("no warning: {}", dry.text));
+    assert!(
+        warning.contains(&format!("#{lost} ")) && warning.contains("not_idempotent"),
+        "{warning}"
+    );
+    assert!(!warning.contains(&format!("#{refused_once} ")), "{warning}");
+    assert!(warning.contains("may act twice"), "{warning}");
+    let fields = apply_fields(&dry);
+    let refused = post_fields(&page, &fields, &[("note", "resend")]).await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     assert!(refused.text.contains("Tick the confirmation"));
-    assert_eq!(h.intent(failed).await.state, IntentState::Failed);
-    let mut confirmed = base.to_vec();
-    confirmed.push(("confirm_not_idempotent", "yes"));
-    let done = page.post("/review/intents/bulk", &confirmed).await;
-    assert!(done.text.contains("1 of 1"), "{}", done.text);
-    assert_eq!(h.intent(failed).await.state, IntentState::Pending);
+    assert_eq!(h.intent(lost).await.state, IntentState::Unknown);
+    assert_eq!(h.intent(refused_once).await.state, IntentState::Failed);
+    let confirmed = [("note", "resend"), ("confirm_may_act_twice", "yes")];
+    let done = post_fields(&page, &fields, &confirmed).await;
+    assert!(done.text.contains("2 of 2"), "{}", done.text);
+    assert_eq!(h.intent(lost).await.state, IntentState::Pending);
+    assert_eq!(h.intent(refused_once).await.state, IntentState::Pending);
+    let audit = page.get(&format!("/review/audit?intent={lost}")).await;
+    assert!(
+        audit.text.contains("confirmed_may_act_twice"),
+        "{}",
+        audit.text
+    );
 }
 
 async fn viewers_read_every_page_and_cannot_post(t: &TestDb) {
@@ -310,14 +316,11 @@ async fn another_tenant_never_shows(t: &TestDb) {
         ("op", "redispatch"),
         ("id", &id),
         ("note", "n"),
-        ("confirm_not_idempotent", "yes"),
+        ("confirm_may_act_twice", "yes"),
     ];
     let forced = page.post("/review/intents/bulk", &form).await;
-    assert!(
-        forced.text.contains("0 of 1") && !forced.text.contains("globex"),
-        "{}",
-        forced.text
-    );
+    assert_eq!(forced.status, StatusCode::BAD_REQUEST, "{}", forced.text);
+    assert!(!forced.text.contains("globex"), "{}", forced.text);
     assert_eq!(h.intent(theirs).await.state, IntentState::Failed);
     let globex = Page::sign_in(&server, GLOBEX_OPS).await;
     assert!(globex

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use outboxd::action::resend::{ResendPolicies, ResendPolicy};
 use outboxd::action::RetrySafety;
 use outboxd::admin::{router, AdminContext};
 use outboxd::config::{AdminToken, Role, Secret};
@@ -15,7 +16,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use super::harness::{Harness, NOTIFY, REFUND};
+use super::harness::{Harness, NOTIFY, REFUND, REQUEST_TIMEOUT};
 
 /// Operator for every tenant (name `root`).
 pub const ROOT: &str = "root-operator-token-000000000001";
@@ -56,6 +57,20 @@ pub fn http_client() -> reqwest::Client {
         .expect("http client")
 }
 
+/// What the test servers know of the harness' two actions: a keyed refund whose provider
+/// keeps keys 24 h (as [`Harness::new`]) and a not-idempotent notification.
+pub fn test_policies() -> ResendPolicies {
+    let policy = |retry_safety| ResendPolicy {
+        retry_safety,
+        key_retention: std::time::Duration::from_secs(24 * 3600),
+        request_timeout: REQUEST_TIMEOUT,
+    };
+    ResendPolicies::new([
+        (REFUND.to_owned(), policy(RetrySafety::IdempotentWithKey)),
+        (NOTIFY.to_owned(), policy(RetrySafety::NotIdempotent)),
+    ])
+}
+
 /// The admin router on `127.0.0.1:<random>`, stopped when dropped.
 pub struct AdminServer {
     /// `http://127.0.0.1:PORT`.
@@ -77,10 +92,8 @@ impl AdminServer {
         configure: impl FnOnce(AdminContext) -> AdminContext,
     ) -> AdminServer {
         let wake = Arc::new(Notify::new());
-        let ctx = AdminContext::new(db.clone(), test_tokens(), wake.clone()).with_actions([
-            (REFUND.to_owned(), RetrySafety::IdempotentWithKey),
-            (NOTIFY.to_owned(), RetrySafety::NotIdempotent),
-        ]);
+        let ctx = AdminContext::new(db.clone(), test_tokens(), wake.clone())
+            .with_actions(test_policies());
         let ctx = configure(ctx);
         let app = router(ctx);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -144,15 +157,18 @@ impl Api {
         Self::finish(self.auth(self.client.post(url).json(&body))).await
     }
 
-    /// Resolves an item (`resolution`, optional reference, note).
+    /// Resolves an item (`resolution`, optional reference, note; a redispatch confirmed).
     pub async fn resolve(
         &self,
         item_id: i64,
         resolution: &str,
         provider_ref: Option<&str>,
     ) -> (StatusCode, Value) {
+        // The person checked at the provider, so a redispatch is confirmed even if it may
+        // act twice.
         let body = json!({"resolution": resolution, "provider_ref": provider_ref,
-            "note": "checked at the provider"});
+            "note": "checked at the provider",
+            "confirm_may_act_twice": resolution == "redispatch"});
         self.post(&format!("/v1/reconciliation/{item_id}/resolve"), body)
             .await
     }

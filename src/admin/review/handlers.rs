@@ -17,9 +17,9 @@ use super::pages::{self, FormState};
 use super::{expired_cookie, is_cross_site, page, redirect, session, session_cookie, Session};
 use crate::admin::auth::authenticate;
 use crate::admin::extract::IdPath;
-use crate::admin::ops::{item_detail, required_note, resolution_kind, resolve};
+use crate::admin::ops::{item_detail, required_note, resolution_kind, resolve, ResolveRequest};
 use crate::admin::{AdminContext, ApiError};
-use crate::store::{AuditFilter, ReconciliationFilter};
+use crate::store::{resend_risk_of, AuditFilter, ReconciliationFilter};
 
 /// Items per queue page.
 const QUEUE_PAGE: u32 = 100;
@@ -204,7 +204,13 @@ async fn render_item(
 ) -> Response {
     match item_detail(ctx, &s.caller, id).await {
         Ok(detail) => {
-            let html = pages::item(&detail, &s.caller, &s.csrf, Utc::now(), flash, form);
+            let now = Utc::now();
+            let form = FormState {
+                may_act_twice: resend_risk_of(&ctx.resend_policies(), &detail.intent, now)
+                    .map(|r| r.explain()),
+                ..form.clone()
+            };
+            let html = pages::item(&detail, &s.caller, &s.csrf, now, flash, &form);
             page(status, html)
         }
         Err(e) => error_page(Some(s), &e),
@@ -218,6 +224,7 @@ pub(super) struct ResolveForm {
     resolution: Option<String>,
     provider_ref: Option<String>,
     note: Option<String>,
+    confirm_may_act_twice: Option<String>,
 }
 
 /// `POST /review/items/{id}/resolve`: checks the session and the CSRF field, resolves
@@ -253,8 +260,12 @@ pub(super) async fn resolve_item(
             )
         })
         .and_then(|kind| Ok((kind, required_note(form.note.as_deref())?)));
+    let confirmed = form.confirm_may_act_twice.as_deref() == Some("yes");
     let outcome = match checked {
-        Ok((kind, note)) => resolve(&ctx, &s.caller, id, kind, note).await,
+        Ok((kind, note)) => {
+            let request = ResolveRequest::new(kind, note, confirmed);
+            resolve(&ctx, &s.caller, id, request).await
+        }
         Err(e) => Err(e),
     };
     match outcome {
@@ -268,6 +279,7 @@ pub(super) async fn resolve_item(
                 resolution: form.resolution,
                 provider_ref: form.provider_ref,
                 note: form.note,
+                may_act_twice: None,
             };
             render_item(&ctx, &s, id, Some(flash), &typed, e.status()).await
         }

@@ -23,6 +23,7 @@ mod handlers;
 mod html;
 mod intents;
 mod pages;
+mod plan;
 mod throttle;
 mod why;
 

@@ -72,7 +72,7 @@ pub(super) fn queue(
 }
 
 /// What the resolution form shows (after a refused submission, what was typed).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct FormState {
     /// The chosen resolution.
     pub resolution: Option<String>,
@@ -80,6 +80,9 @@ pub(super) struct FormState {
     pub provider_ref: Option<String>,
     /// The note typed.
     pub note: Option<String>,
+    /// Why a redispatch of this item may act twice (the resend rule's reason; the form
+    /// then shows it with the `confirm_may_act_twice` checkbox). Set by the handler.
+    pub may_act_twice: Option<String>,
 }
 
 /// One item: its facts, the attempt history, the payload and the resolution form.
@@ -202,6 +205,7 @@ fn resolve_form(item_id: i64, csrf: &str, form: &FormState) -> String {
          <strong>Abandoned</strong> &mdash; do not pursue</label>\
          <label for=\"provider_ref\">Provider reference (required for delivered)</label>\
          <input type=\"text\" name=\"provider_ref\" id=\"provider_ref\" value=\"{}\">\
+         {}\
          <label for=\"note\">Note: why (required, kept in the audit log)</label>\
          <textarea name=\"note\" id=\"note\" required>{}</textarea>\
          <button class=\"primary\" type=\"submit\" id=\"resolve\">Resolve</button></form>",
@@ -210,7 +214,22 @@ fn resolve_form(item_id: i64, csrf: &str, form: &FormState) -> String {
         checked("redispatch"),
         checked("abandoned"),
         esc(form.provider_ref.as_deref().unwrap_or_default()),
+        twice_confirmation(form.may_act_twice.as_deref()),
         esc(form.note.as_deref().unwrap_or_default()),
+    )
+}
+
+/// The confirmation a redispatch that may act twice needs, with the reason (or nothing).
+fn twice_confirmation(reason: Option<&str>) -> String {
+    let Some(reason) = reason else {
+        return String::new();
+    };
+    format!(
+        "<div class=\"notice warn\" id=\"twice\"><p><strong>Redispatch may act twice:</strong> \
+         {}</p><label><input type=\"checkbox\" name=\"confirm_may_act_twice\" value=\"yes\" \
+         id=\"confirm-twice\"> I checked at the provider; send again even though it may act \
+         twice (needed only for redispatch).</label></div>",
+        esc(reason)
     )
 }
 

@@ -164,6 +164,7 @@ mod tests {
             state,
             attempt_count: 0,
             ambiguous_attempts: 0,
+            first_sent_at: None,
             next_attempt_at: t,
             deadline_at: None,
             lease_owner: None,

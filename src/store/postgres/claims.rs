@@ -29,7 +29,7 @@ use crate::store::{
 /// [`FairShare`] says: `after_turn` and `from_start` walk the tenants with pending intents
 /// in bytewise name order (`COLLATE "C"`, the order of Rust's `str` that
 /// [`crate::dispatch::fairness::TenantTurns`] uses, whatever the database's collation; one
-/// index probe per tenant, a loose index scan of `outbox_intents_due_by_tenant`, whose
+/// index probe per tenant, a loose index scan of `outbox_intents_due_by_tenant_bytewise`, whose
 /// `tenant` key is in the "C" collation, migration 0005), starting at `$6` when `$8` is
 /// true (an inclusive bound: [`FairShare::start_bound`]) or after it, and wrapping
 /// around; for each, a
@@ -97,8 +97,8 @@ WITH RECURSIVE after_turn(tenant) AS (
 )
 SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
        attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-       deadline_at, budget_attempt_base, budget_started_at, next_attempt_at,
-       lease_expires_at, now() AS claimed_at
+       deadline_at, budget_attempt_base, budget_started_at, resend_confirmed_attempt,
+       next_attempt_at, lease_expires_at, now() AS claimed_at
 FROM claimed
 ORDER BY next_attempt_at, id
 "#;
@@ -136,8 +136,8 @@ WITH expired AS (
 )
 SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
        attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at, deadline_at,
-       budget_attempt_base, budget_started_at, next_attempt_at, lease_expires_at,
-       now() AS claimed_at
+       budget_attempt_base, budget_started_at, resend_confirmed_attempt, next_attempt_at,
+       lease_expires_at, now() AS claimed_at
 FROM taken ORDER BY id
 "#;
 
@@ -226,6 +226,7 @@ fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
         deadline_at: row.try_get("deadline_at")?,
         budget_attempt_base: row.try_get("budget_attempt_base")?,
         budget_started_at: row.try_get("budget_started_at")?,
+        resend_confirmed_attempt: row.try_get("resend_confirmed_attempt")?,
         next_attempt_at: row.try_get("next_attempt_at")?,
         lease_expires_at: row.try_get("lease_expires_at")?,
         claimed_at: row.try_get("claimed_at")?,

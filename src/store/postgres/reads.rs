@@ -12,7 +12,7 @@ use crate::store::{
 
 pub(super) const INTENT_COLUMNS: &str = "id, tenant, operation_id, action, payload_version, payload, \
     payload_sha256, idempotency_key, ordering_key, state, attempt_count, ambiguous_attempts, \
-    next_attempt_at, deadline_at, lease_owner, lease_expires_at, attempt_started_at, fencing_token, \
+    first_sent_at, next_attempt_at, deadline_at, lease_owner, lease_expires_at, attempt_started_at, fencing_token, \
     provider_ref, last_error, last_http_status, created_at, updated_at, finished_at";
 
 pub(super) fn intent_from_row(row: &PgRow) -> Result<IntentRow, StoreError> {
@@ -31,6 +31,7 @@ pub(super) fn intent_from_row(row: &PgRow) -> Result<IntentRow, StoreError> {
         state: parse_state(&state)?,
         attempt_count: row.try_get("attempt_count")?,
         ambiguous_attempts: row.try_get("ambiguous_attempts")?,
+        first_sent_at: row.try_get("first_sent_at")?,
         next_attempt_at: row.try_get("next_attempt_at")?,
         deadline_at: row.try_get("deadline_at")?,
         lease_owner: row.try_get("lease_owner")?,

@@ -48,8 +48,8 @@ SET state = 'in_flight', lease_owner = ?1, lease_expires_at = ?3 + ?2,
 WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'pending'
 RETURNING id, tenant, operation_id, action, payload, payload_version, idempotency_key,
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at,
-          lease_expires_at
+          deadline_at, budget_attempt_base, budget_started_at, resend_confirmed_attempt,
+          next_attempt_at, lease_expires_at
 "#;
 
 const EXPIRED_SQL: &str = "SELECT id FROM outbox_intents \
@@ -72,8 +72,8 @@ SET fencing_token = fencing_token + 1, lease_owner = ?2, lease_expires_at = ?3 +
 WHERE id = ?1
 RETURNING id, tenant, operation_id, action, payload, payload_version, idempotency_key,
           attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-          deadline_at, budget_attempt_base, budget_started_at, next_attempt_at,
-          lease_expires_at
+          deadline_at, budget_attempt_base, budget_started_at, resend_confirmed_attempt,
+          next_attempt_at, lease_expires_at
 "#;
 
 /// A claimed intent from its row; `claimed_at` is the clock reading its lease counts from.
@@ -99,6 +99,7 @@ fn claimed_from_row(row: &SqliteRow, claimed_at: i64) -> Result<ClaimedIntent, S
         budget_started_at: row
             .try_get::<Option<i64>, _>("budget_started_at")?
             .map(from_ms),
+        resend_confirmed_attempt: row.try_get("resend_confirmed_attempt")?,
         next_attempt_at: from_ms(row.try_get("next_attempt_at")?),
         lease_expires_at: from_ms(row.try_get("lease_expires_at")?),
         claimed_at: from_ms(claimed_at),

@@ -10,8 +10,9 @@ use super::review::{append_audit_on, scope_json};
 use super::{from_ms, ms};
 use crate::intent::{IntentId, IntentState};
 use crate::store::{
-    check_failed_redispatch, check_redispatch, parse_class, parse_state, AttemptEnd, ConsoleCounts,
-    IntentRow, IntentSearch, NewAuditEntry, Redispatch, ReviewError, StoreError, TenantScope,
+    check_failed_redispatch, check_redispatch, confirmed_risk_detail, parse_class, parse_state,
+    resend_confirmed_attempt, AttemptEnd, ConsoleCounts, IntentRow, IntentSearch, NewAuditEntry,
+    Redispatch, ReviewError, StoreError, TenantScope,
 };
 
 /// How many due intents the oldest-due query looks at (the due index, in order).
@@ -163,14 +164,15 @@ pub(super) async fn redispatch_failed(
         .await?
         .ok_or(ReviewError::NotFound)?;
     let before = intent_from_row(&row)?;
-    check_failed_redispatch(&before)?;
+    let risk = check_failed_redispatch(r, &before)?;
     sqlx::query(
         "UPDATE outbox_intents SET state = 'pending', next_attempt_at = ?2, updated_at = ?2, \
-         finished_at = NULL, budget_attempt_base = attempt_count, budget_started_at = ?2 \
-         WHERE id = ?1 AND state = 'failed'",
+         finished_at = NULL, budget_attempt_base = attempt_count, budget_started_at = ?2, \
+         resend_confirmed_attempt = ?3 WHERE id = ?1 AND state = 'failed'",
     )
     .bind(r.intent_id)
     .bind(ms(r.now))
+    .bind(resend_confirmed_attempt(&r.resend, &before))
     .execute(&mut *tx)
     .await?;
     append_audit_on(
@@ -180,7 +182,8 @@ pub(super) async fn redispatch_failed(
             action: "intent.redispatch".into(),
             tenant: Some(before.tenant.clone()),
             intent_id: Some(r.intent_id),
-            details: serde_json::json!({"from_state": "failed", "attempt_count": before.attempt_count}),
+            details: serde_json::json!({"from_state": "failed", "attempt_count": before.attempt_count,
+                "confirmed_may_act_twice": confirmed_risk_detail(risk)}),
             note: Some(r.note.clone()),
             at: r.now,
         },

@@ -6,13 +6,14 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
-use super::reads::intent_from_row;
+use super::reads::{intent_from_row, INTENT_COLUMNS};
 use super::{from_ms, ms};
 use crate::intent::IntentId;
 use crate::store::{
-    check_cancel, check_resolution, AuditEntry, AuditFilter, Cancellation, IntentRow,
-    NewAuditEntry, ReconciliationFilter, ReconciliationItem, Resolution, ResolutionKind,
-    ReviewError, StoreError, TenantScope,
+    check_cancel, check_resolution, check_resolution_of, check_seen, confirmed_risk_detail,
+    resend_confirmed_attempt, AuditEntry, AuditFilter, Cancellation, IntentRow, NewAuditEntry,
+    ReconciliationFilter, ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError,
+    TenantScope,
 };
 
 const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i.action, \
@@ -146,6 +147,7 @@ async fn apply_to_intent(
     conn: &mut SqliteConnection,
     intent_id: IntentId,
     r: &Resolution,
+    confirmed_attempt: Option<i32>,
 ) -> Result<(), ReviewError> {
     let now = ms(r.now);
     let query = match &r.kind {
@@ -158,11 +160,12 @@ async fn apply_to_intent(
         .bind(provider_ref),
         ResolutionKind::Redispatch => sqlx::query(
             "UPDATE outbox_intents SET state = 'pending', next_attempt_at = ?2, updated_at = ?2, \
-             budget_attempt_base = attempt_count, budget_started_at = ?2 \
-             WHERE id = ?1 AND state = 'unknown'",
+             budget_attempt_base = attempt_count, budget_started_at = ?2, \
+             resend_confirmed_attempt = ?3 WHERE id = ?1 AND state = 'unknown'",
         )
         .bind(intent_id)
-        .bind(now),
+        .bind(now)
+        .bind(confirmed_attempt),
         ResolutionKind::Abandoned => sqlx::query(
             "UPDATE outbox_intents SET state = 'abandoned', finished_at = ?2, updated_at = ?2 \
              WHERE id = ?1 AND state = 'unknown'",
@@ -190,15 +193,22 @@ pub(super) async fn resolve_reconciliation(
     check_resolution(r)?;
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let intent_id = close_item(&mut tx, r).await?;
-    apply_to_intent(&mut tx, intent_id, r).await?;
-    let tenant: String = sqlx::query_scalar("SELECT tenant FROM outbox_intents WHERE id = ?1")
-        .bind(intent_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1");
+    let intent = intent_from_row(
+        &sqlx::query(&sql)
+            .bind(intent_id)
+            .fetch_one(&mut *tx)
+            .await?,
+    )?;
+    let risk = check_resolution_of(r, &intent)?;
+    let confirmed_attempt = resend_confirmed_attempt(&r.resend, &intent);
+    apply_to_intent(&mut tx, intent_id, r, confirmed_attempt).await?;
+    let tenant = intent.tenant;
     let details = serde_json::json!({
         "item_id": r.item_id,
         "resolution": r.kind.as_str(),
         "provider_ref": match &r.kind { ResolutionKind::Delivered { provider_ref } => Some(provider_ref), _ => None },
+        "confirmed_may_act_twice": confirmed_risk_detail(risk),
     });
     append_audit_on(
         &mut tx,
@@ -225,17 +235,19 @@ pub(super) async fn cancel_intent(
 ) -> Result<IntentRow, ReviewError> {
     crate::store::check_note(&c.note)?;
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let row = sqlx::query(
-        "SELECT id, tenant, state, ambiguous_attempts FROM outbox_intents WHERE id = ?1 \
-         AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))",
-    )
-    .bind(c.intent_id)
-    .bind(scope_json(&c.scope))
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or(ReviewError::NotFound)?;
-    let state: String = row.try_get("state")?;
-    check_cancel(&state, row.try_get("ambiguous_attempts")?)?;
+    let sql = format!(
+        "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1 \
+         AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))"
+    );
+    let row = sqlx::query(&sql)
+        .bind(c.intent_id)
+        .bind(scope_json(&c.scope))
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(ReviewError::NotFound)?;
+    let before = intent_from_row(&row)?;
+    check_seen(c.seen_attempt_count, &before)?;
+    check_cancel(before.state.as_str(), before.ambiguous_attempts)?;
     sqlx::query("UPDATE outbox_intents SET state = 'cancelled', finished_at = ?2, updated_at = ?2 WHERE id = ?1")
         .bind(c.intent_id)
         .bind(ms(c.now))
@@ -246,7 +258,7 @@ pub(super) async fn cancel_intent(
         &NewAuditEntry {
             actor: c.actor.clone(),
             action: "intent.cancel".into(),
-            tenant: Some(row.try_get("tenant")?),
+            tenant: Some(before.tenant.clone()),
             intent_id: Some(c.intent_id),
             details: serde_json::json!({}),
             note: Some(c.note.clone()),

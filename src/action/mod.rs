@@ -1,5 +1,8 @@
 //! Small value types shared by configuration, delivery and the dispatcher: how safe an
-//! action is to repeat, how an attempt ended, and an action's retry budget.
+//! action is to repeat, how an attempt ended, and an action's retry budget; and in
+//! [`resend`] the one rule "may this resend act twice, and why".
+
+pub mod resend;
 
 use std::fmt;
 use std::time::Duration;
