@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::BenchError;
-use crate::store::Database;
+use outboxd::store::Database;
 
 /// One integer from `sql` (a `count(*)`).
 pub async fn count(db: &Database, sql: &str) -> Result<i64, BenchError> {

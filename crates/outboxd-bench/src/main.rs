@@ -1,7 +1,7 @@
-//! `outboxd-bench`: the end-to-end benchmark with its own ceilings (see `outboxd::bench`).
+//! `outboxd-bench`: the end-to-end benchmark with its own ceilings (see the `outboxd_bench` library).
 //!
 //! ```text
-//! cargo build --release && target/release/outboxd-bench --database sqlite
+//! cargo build --release --workspace && target/release/outboxd-bench --database sqlite
 //! target/release/outboxd-bench --database postgres://postgres@127.0.0.1:5432/test
 //! target/release/outboxd-bench --smoke --database sqlite      # a few hundred intents, no targets
 //! ```
@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use outboxd::bench::{run, run_scale_ops, BenchOptions, Scenarios};
+use outboxd_bench::{run, run_scale_ops, BenchOptions, Scenarios};
 
 /// Measures outboxd's throughput, latency and cost against ceilings taken in the same run.
 #[derive(Debug, Parser)]
@@ -65,7 +65,7 @@ async fn main() -> ExitCode {
         .and_then(|p| p.parent().map(|d| d.join("outboxd")))
         .filter(|p| p.exists());
     let Some(daemon_binary) = daemon_binary else {
-        eprintln!("error: the outboxd binary must sit next to outboxd-bench (cargo build --release builds both)");
+        eprintln!("error: the outboxd binary must sit next to outboxd-bench (cargo build --workspace builds both)");
         return ExitCode::FAILURE;
     };
     let intents = args

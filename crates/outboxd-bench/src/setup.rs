@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::store::{connect, Database};
+use outboxd::store::{connect, Database};
 
 use super::BenchError;
 

@@ -9,7 +9,7 @@ use super::measure::{delivered_sql, delivery_rate, wait_count};
 use super::report::Report;
 use super::setup::{seed, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
-use crate::fake_provider::{FakeProvider, FakeProviderOptions};
+use outboxd_testkit::{FakeProvider, FakeProviderOptions};
 
 /// The provider's limit and outboxd's setting.
 const PER_SECOND: u32 = 50;

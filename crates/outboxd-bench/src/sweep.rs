@@ -9,7 +9,7 @@ use super::measure::{delivered_sql, delivery_rate, wait_count};
 use super::report::Report;
 use super::setup::{seed, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
-use crate::fake_provider::FakeProvider;
+use outboxd_testkit::FakeProvider;
 
 /// One setting: `None` everywhere is the shipped defaults.
 #[derive(Debug, Clone, Copy, Default)]

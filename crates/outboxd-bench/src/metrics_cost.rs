@@ -1,5 +1,5 @@
 //! What the metrics refresh costs the database with a small and a large finished history:
-//! the live-gauge statement ([`crate::store::LIVE_GAUGES_SQL_POSTGRES`], the one an idle
+//! the live-gauge statement ([`outboxd::store::LIVE_GAUGES_SQL_POSTGRES`], the one an idle
 //! daemon's gauge leader runs every 5 s) timed from the client, and on PostgreSQL the CPU
 //! its server backend used (read from `/proc` for that backend's pid). For contrast, the
 //! full-table `GROUP BY state` count the gauges used before. Target: the large history
@@ -13,7 +13,7 @@ use sqlx::{Connection, PgConnection};
 use super::report::Report;
 use super::setup::{is_postgres, seed, BenchDb};
 use super::{BenchError, BenchOptions};
-use crate::store::Database;
+use outboxd::store::Database;
 
 /// Finished rows of the small history.
 pub const SMALL_HISTORY: usize = 1_000;
@@ -173,7 +173,7 @@ async fn postgres_cost(url: &str, refreshes: usize) -> Result<Cost, BenchError> 
 }
 
 async fn live_gauges_pg(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query(crate::store::LIVE_GAUGES_SQL_POSTGRES)
+    sqlx::query(outboxd::store::LIVE_GAUGES_SQL_POSTGRES)
         .bind(Utc::now())
         .fetch_all(conn)
         .await

@@ -10,7 +10,7 @@ use super::measure::{delivered_sql, delivery_rate, exec, wait_count};
 use super::report::Report;
 use super::setup::{seed_for, BenchDb};
 use super::{BenchError, BenchOptions};
-use crate::fake_provider::{FakeProvider, FakeProviderOptions};
+use outboxd_testkit::{FakeProvider, FakeProviderOptions};
 
 const FAST: &str = "iso_fast";
 const SLOW: &str = "iso_slow";

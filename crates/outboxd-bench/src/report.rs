@@ -287,7 +287,7 @@ mod tests {
             ("http", 20_000.0),
         ]);
         let costs = r.cpu_per_item();
-        let cores = crate::bench::cpu::cores() as f64;
+        let cores = crate::cpu::cores() as f64;
         assert_eq!(costs.len(), 1, "{costs:?}");
         assert!((costs[0].1 - 0.5 * cores * 1e6 / 40_000.0).abs() < 1e-9);
     }

@@ -7,8 +7,8 @@ use std::time::Instant;
 use super::report::Report;
 use super::setup::{BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
-use crate::store::Database;
-use crate::{enqueue, NewIntent};
+use outboxd::store::Database;
+use outboxd::{enqueue, NewIntent};
 
 fn payload(n: usize) -> serde_json::Value {
     serde_json::json!({"order_id": n, "amount": 1250, "currency": "EUR", "note": "x".repeat(160)})

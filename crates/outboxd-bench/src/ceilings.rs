@@ -12,10 +12,12 @@ use super::cpu::CpuSample;
 use super::report::Report;
 use super::setup::{seed, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
-use crate::action::AttemptClass;
-use crate::fake_provider::FakeProvider;
-use crate::provider::{DeliveryRequest, ProviderClient, ProviderSettings};
-use crate::store::{AttemptRecord, ClaimRequest, Database, OutboxStore, OutcomeRecord, Transition};
+use outboxd::action::AttemptClass;
+use outboxd::provider::{DeliveryRequest, ProviderClient, ProviderSettings};
+use outboxd::store::{
+    AttemptRecord, ClaimRequest, Database, OutboxStore, OutcomeRecord, Transition,
+};
+use outboxd_testkit::FakeProvider;
 
 /// Intents per claim in every dispatcher-shaped measurement.
 pub const BATCH: u32 = 100;
@@ -329,7 +331,7 @@ pub async fn http(
             .filter(|o| {
                 std::future::ready(matches!(
                     o,
-                    crate::provider::Observation::Response { status: 200, .. }
+                    outboxd::provider::Observation::Response { status: 200, .. }
                 ))
             })
             .count()

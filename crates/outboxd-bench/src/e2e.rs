@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use super::report::Report;
 use super::setup::{seed, BenchDb};
 use super::{BenchError, BenchOptions};
-use crate::fake_provider::FakeProvider;
-use crate::store::Database;
+use outboxd::store::Database;
+use outboxd_testkit::FakeProvider;
 
 /// What the table holds when the drain starts.
 #[derive(Debug, Clone, Copy)]

@@ -221,9 +221,9 @@ pub trait OutboxTransaction: Send {
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 /// let mut tx = pool.begin().await?;
 /// sqlx::query("UPDATE orders SET refund_requested = true WHERE id = 7").execute(&mut *tx).await?;
-/// let receipt = outboxd::enqueue(
+/// let receipt = outboxd_producer::enqueue(
 ///     &mut tx,
-///     outboxd::NewIntent::new("acme", "refund-order-7", "issue_refund",
+///     outboxd_producer::NewIntent::new("acme", "refund-order-7", "issue_refund",
 ///         serde_json::json!({"order_id": 7, "amount": 1250, "currency": "EUR"})),
 /// ).await?;
 /// tx.commit().await?;

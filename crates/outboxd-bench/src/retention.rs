@@ -19,14 +19,14 @@ use sqlx::Connection;
 use super::report::Report;
 use super::setup::{is_postgres, seed, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
-use crate::action::{RetryPolicy, RetrySafety};
-use crate::dispatch::{ActionRuntime, ActionTable, Dispatcher, DispatcherSettings};
-use crate::fake_provider::FakeProvider;
-use crate::reconcile::retention::DEFAULT_BATCH_SIZE;
-use crate::reconcile::{
+use outboxd::action::{RetryPolicy, RetrySafety};
+use outboxd::dispatch::{ActionRuntime, ActionTable, Dispatcher, DispatcherSettings};
+use outboxd::reconcile::retention::DEFAULT_BATCH_SIZE;
+use outboxd::reconcile::{
     run_retention_observed, run_retention_once, RetentionBatch, RetentionSettings,
 };
-use crate::store::Database;
+use outboxd::store::Database;
+use outboxd_testkit::FakeProvider;
 
 /// Intents dispatched in each throughput run.
 fn dispatched(options: &BenchOptions) -> usize {
@@ -70,7 +70,7 @@ fn prune_everything() -> RetentionSettings {
         finished_after: Duration::ZERO,
         tombstone_after: Duration::from_secs(400 * 86_400),
         batch_size: DEFAULT_BATCH_SIZE,
-        batch_pause: crate::config::RetentionConfig::default().batch_pause,
+        batch_pause: outboxd::config::RetentionConfig::default().batch_pause,
     }
 }
 

@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 use super::report::Report;
 use super::setup::{BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
-use crate::fake_provider::FakeProvider;
-use crate::store::Database;
-use crate::{enqueue, NewIntent};
+use outboxd::store::Database;
+use outboxd::{enqueue, NewIntent};
+use outboxd_testkit::FakeProvider;
 
 const PRODUCERS: u32 = 4;
 

@@ -40,7 +40,7 @@ pub mod targets;
 
 use std::time::Duration;
 
-use crate::fake_provider::{FakeProvider, FakeProviderOptions};
+use outboxd_testkit::{FakeProvider, FakeProviderOptions};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -131,13 +131,13 @@ pub enum BenchError {
     Database(#[from] sqlx::Error),
     /// Store trouble.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] outboxd::store::StoreError),
     /// Opening the database.
     #[error(transparent)]
-    Connect(#[from] crate::store::connect::ConnectError),
+    Connect(#[from] outboxd::store::connect::ConnectError),
     /// Migrating.
     #[error(transparent)]
-    Migrate(#[from] crate::store::migrate::MigrateError),
+    Migrate(#[from] outboxd::store::migrate::MigrateError),
     /// Local I/O (the provider, the child process).
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),

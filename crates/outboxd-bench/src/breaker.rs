@@ -11,7 +11,7 @@ use super::measure::{count, delivered_sql, wait_count};
 use super::report::Report;
 use super::setup::{seed, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
-use crate::fake_provider::{FakeProvider, FakeProviderOptions, Fault, RandomFaults};
+use outboxd_testkit::{FakeProvider, FakeProviderOptions, Fault, RandomFaults};
 
 /// How the provider is down.
 #[derive(Clone, Copy)]

@@ -9,9 +9,9 @@ use super::measure::{count, first_attempts, now_ms, percentile, sorted, wait_cou
 use super::report::Report;
 use super::setup::{seed_for, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
-use crate::commands::enqueue::enqueue_committed;
-use crate::fake_provider::FakeProvider;
-use crate::NewIntent;
+use outboxd::commands::enqueue::enqueue_committed;
+use outboxd::NewIntent;
+use outboxd_testkit::FakeProvider;
 
 const A: &str = "tenant_a";
 const B: &str = "tenant_b";
