@@ -22,7 +22,7 @@
 //!
 //! The digest is the lowercase hex sha256 of that text. PostgreSQL's
 //! `outbox_canonical_json` / `outbox_payload_sha256` implement the same definition; the
-//! shared vectors in `tests/digest_vectors.json` are checked against both.
+//! shared vectors in `tests/it/digest_vectors.json` are checked against both.
 
 use std::fmt::Write as _;
 

@@ -7,7 +7,7 @@
 //! ([`crate::intent::default_idempotency_key`]). The secret is 32 random bytes created by
 //! migration 0003 in `outboxd_installation` (one per database). PostgreSQL's
 //! `outbox_wire_idempotency_key` computes the same value in the INSERT trigger, so every
-//! INSERT path is keyed alike; `tests/digest_vectors.rs` pins the two together. Nothing
+//! INSERT path is keyed alike; `tests/it/digest_vectors.rs` pins the two together. Nothing
 //! here touches the network; [`load_key_secret`] is the one read of the secret.
 
 use std::fmt;
