@@ -16,8 +16,9 @@
 #  3. prometheus/ and grafana/: every outboxd_* name is registered in src/metrics and
 #     every runbook_url has a section in docs/runbooks.md (lint_alerts.py); with
 #     promtool, `promtool check rules` and `promtool test rules`.
-#  4. Dockerfile: pinned toolchain, distroless runtime without RUN, OCI labels, non-root
-#     uid 10001, EXPOSE 8080, ENTRYPOINT/CMD. hadolint is not used (not packaged for Debian).
+#  4. Dockerfile: the workspace's crates/ copied in, pinned toolchain, distroless runtime
+#     without RUN, OCI labels, non-root uid 10001, EXPOSE 8080, ENTRYPOINT/CMD. hadolint is
+#     not used (not packaged for Debian).
 #  5. With OUTBOXD_BINARY: `outboxd config check` on the ConfigMap's outboxd.toml (with the
 #     placeholders of secret.example.yaml as environment) and on its migrate.toml (with
 #     only the database password set).
@@ -155,6 +156,7 @@ for pattern in \
     '^ARG RUNTIME_IMAGE=gcr\.io/distroless/cc-debian12' \
     '^FROM \$\{RUNTIME_IMAGE\} AS runtime$' \
     'cargo build --release --locked' \
+    '^COPY crates \./crates$' \
     'org\.opencontainers\.image\.title' \
     'org\.opencontainers\.image\.licenses="Apache-2\.0"' \
     'org\.opencontainers\.image\.version' \
@@ -170,7 +172,7 @@ awk '/^FROM .* AS runtime$/ {rt=1} rt && /^RUN / {found=1} END {exit found}' "$d
     || fail "Dockerfile: a RUN in the runtime stage (it has no shell or package manager)"
 [[ -f "$here/Dockerfile.dockerignore" ]] || fail "deploy/Dockerfile.dockerignore missing"
 grep -qx 'target' "$here/Dockerfile.dockerignore" || fail "Dockerfile.dockerignore does not exclude target"
-echo "ok: pinned toolchain, distroless runtime without RUN, OCI labels, non-root 10001, EXPOSE 8080, ENTRYPOINT/CMD"
+echo "ok: crates/ copied, pinned toolchain, distroless runtime without RUN, OCI labels, non-root 10001, EXPOSE 8080, ENTRYPOINT/CMD"
 
 # --------------------------------------------------------------------------------------
 section "outboxd config check"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Regenerates tests/digest_vectors.json: the canonical payload and sha256 of each vector,
+"""Regenerates tests/it/digest_vectors.json: the canonical payload and sha256 of each vector,
 computed here in Python, independently of outboxd's Rust and SQL implementations (which
-tests/digest_vectors.rs checks against this file). Canonical form: see
-docs/producers.md, "Payload digest". Usage: python3 scripts/digest-vectors.py > tests/digest_vectors.json"""
+tests/it/digest_vectors.rs checks against this file). Canonical form: see
+docs/producers.md, "Payload digest". Usage: python3 scripts/digest-vectors.py > tests/it/digest_vectors.json"""
 import hashlib
 import hmac
 import json
@@ -111,7 +111,7 @@ def key_vector(secret, tenant, key):
 
 
 print(json.dumps({
-    "about": "Shared vectors, computed by scripts/digest-vectors.py (Python, independent of outboxd): canonical payload and sha256 of the canonical {action, payload, payload_version} object; and the key the provider sees for a (secret, tenant, key). Checked against Rust and PostgreSQL (tests/digest_vectors.rs).",
+    "about": "Shared vectors, computed by scripts/digest-vectors.py (Python, independent of outboxd): canonical payload and sha256 of the canonical {action, payload, payload_version} object; and the key the provider sees for a (secret, tenant, key). Checked against Rust and PostgreSQL (tests/it/digest_vectors.rs).",
     "vectors": [vector(*p) for p in PAYLOADS],
     "wire_keys": [key_vector(*k) for k in KEY_VECTORS],
 }, indent=1, ensure_ascii=False))

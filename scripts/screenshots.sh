@@ -4,5 +4,5 @@
 # Needs /usr/bin/chromium and /usr/bin/chromedriver (apt-get install chromium chromium-driver).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUTBOXD_REQUIRE_BROWSER=1 cargo test --test console -- --ignored --exact browser::screenshots
+OUTBOXD_REQUIRE_BROWSER=1 cargo test --test it -- --ignored --exact console::browser::screenshots
 ls -l docs/console/*.png

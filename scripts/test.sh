@@ -46,5 +46,6 @@ else
     echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
 fi
 
-cargo build --all-targets
-cargo test --all-targets --no-fail-fast
+# The whole workspace: the daemon, the producer crate, the test kit and the benchmark.
+cargo build --workspace --all-targets
+cargo test --workspace --all-targets --no-fail-fast

@@ -2,7 +2,7 @@
 //! checked-in document (`src/admin/openapi.json`) served as is, without authentication.
 //!
 //! The document is written by hand rather than generated from annotations, which keeps
-//! the handlers and the dependency tree as they are; `tests/openapi.rs` keeps it honest:
+//! the handlers and the dependency tree as they are; `tests/it/openapi.rs` keeps it honest:
 //! every `/v1` route the router registers is in the document with its methods, every
 //! documented route is answered by the router, and the document parses.
 

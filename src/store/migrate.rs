@@ -374,4 +374,34 @@ mod tests {
             assert_eq!((p.version, p.name), (s.version, s.name));
         }
     }
+
+    /// `outboxd-producer` embeds the same files with `sqlx::migrate!` (sqlx writes the name's
+    /// underscores as spaces): a service's producer build and this daemon agree on the schema.
+    #[test]
+    fn the_producer_crate_embeds_the_same_migrations() {
+        use outboxd_producer::migrations;
+        for (ours, theirs) in [
+            (POSTGRES, &migrations::POSTGRES),
+            (SQLITE, &migrations::SQLITE),
+        ] {
+            let names: Vec<_> = theirs
+                .iter()
+                .map(|m| (m.version, m.description.replace(' ', "_")))
+                .collect();
+            let ours_names: Vec<_> = ours
+                .iter()
+                .map(|m| (m.version, m.name.to_string()))
+                .collect();
+            assert_eq!(ours_names, names);
+            for (m, t) in ours.iter().zip(theirs.iter()) {
+                assert!(
+                    m.sql == t.sql,
+                    "migration {} ({}): the SQL differs",
+                    m.version,
+                    m.name
+                );
+            }
+        }
+        assert_eq!(expected_version(), migrations::expected_version());
+    }
 }

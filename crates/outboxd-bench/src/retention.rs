@@ -1,0 +1,258 @@
+//! Retention at scale: dispatch throughput while a retention pass prunes a large finished
+//! history (target ≥ 0.8 of the throughput without pruning, same history present), and
+//! the outbox table's size (table + indexes) over retention windows of steady load
+//! (target: after three windows within 1.5× of after one).
+//!
+//! Both use the real retention pass ([`run_retention_once`], default batch size and pause)
+//! and, for throughput, the real dispatcher in this process delivering to the loopback
+//! provider. The size run inserts each window's rows as the dispatcher leaves them
+//! (delivered, finished at the window's simulated time) and prunes with a simulated clock;
+//! PostgreSQL only (SQLite files do not shrink without `VACUUM` either way).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use sqlx::Connection;
+
+use super::report::Report;
+use super::setup::{is_postgres, seed, BenchDb, ACTION};
+use super::{BenchError, BenchOptions};
+use outboxd::action::{RetryPolicy, RetrySafety};
+use outboxd::dispatch::{ActionRuntime, ActionTable, Dispatcher, DispatcherSettings};
+use outboxd::reconcile::retention::DEFAULT_BATCH_SIZE;
+use outboxd::reconcile::{
+    run_retention_observed, run_retention_once, RetentionBatch, RetentionSettings,
+};
+use outboxd::store::Database;
+use outboxd_testkit::FakeProvider;
+
+/// Intents dispatched in each throughput run.
+fn dispatched(options: &BenchOptions) -> usize {
+    options.intents.clamp(200, 20_000)
+}
+
+fn actions(provider: &FakeProvider) -> Result<Arc<ActionTable>, BenchError> {
+    let client = Arc::new(super::ceilings::client(provider)?);
+    Ok(Arc::new(ActionTable::new([ActionRuntime {
+        name: ACTION.to_owned(),
+        client,
+        method: reqwest::Method::POST,
+        path: "/keyed/bench".to_owned(),
+        retry_safety: RetrySafety::IdempotentWithKey,
+        reference_pointer: None,
+        policy: RetryPolicy::default(),
+        key_retention: Duration::from_secs(86_400),
+        probe: None,
+    }])))
+}
+
+fn dispatcher(db: &Database, actions: Arc<ActionTable>) -> Dispatcher {
+    Dispatcher::new(
+        db.store(),
+        actions,
+        DispatcherSettings {
+            owner: "bench-retention".into(),
+            batch_size: 64,
+            concurrency: 64,
+            lease: Duration::from_secs(90),
+            poll_interval: Duration::from_millis(100),
+            shutdown_grace: Duration::from_secs(5),
+            reclaim_every: Duration::from_secs(5),
+        },
+    )
+}
+
+/// Prunes everything finished before the pass starts, with the default batch and pause.
+fn prune_everything() -> RetentionSettings {
+    RetentionSettings {
+        finished_after: Duration::ZERO,
+        tombstone_after: Duration::from_secs(400 * 86_400),
+        batch_size: DEFAULT_BATCH_SIZE,
+        batch_pause: outboxd::config::RetentionConfig::default().batch_pause,
+    }
+}
+
+/// Throughput of draining fresh intents next to `prune_rows` finished ones, first
+/// without, then while a retention pass prunes them.
+pub async fn throughput_while_pruning(
+    options: &BenchOptions,
+    provider: &FakeProvider,
+    report: &mut Report,
+) -> Result<(), BenchError> {
+    if options.prune_rows == 0 {
+        return Ok(());
+    }
+    report.section("dispatch while pruning");
+    let bench = BenchDb::create(&options.database, "pruning").await?;
+    let history = options.prune_rows;
+    let n = dispatched(options);
+    if is_postgres(&options.database) {
+        super::metrics_cost::seed_finished_fast(&bench.url, history).await?;
+    } else {
+        seed(&bench.db, history, 0, "delivered").await?;
+    }
+    let actions = actions(provider)?;
+    seed(&bench.db, n, history, "pending").await?;
+    let start = Instant::now();
+    let drained = dispatcher(&bench.db, actions.clone()).drain().await?;
+    let quiet = start.elapsed();
+    report.rate(
+        "prune_quiet",
+        &format!("dispatch, {history} finished rows present, no pruning"),
+        drained.delivered,
+        quiet,
+    );
+    seed(&bench.db, n, history + n, "pending").await?;
+    let store = bench.db.store();
+    let pruned = Arc::new(AtomicU64::new(0));
+    let counted = pruned.clone();
+    let pruning = tokio::spawn(async move {
+        let mut on_batch = |batch: RetentionBatch| {
+            if let RetentionBatch::Intents(n) = batch {
+                counted.fetch_add(n, Ordering::Relaxed);
+            }
+        };
+        run_retention_observed(
+            store.as_ref(),
+            &prune_everything(),
+            Utc::now(),
+            &mut on_batch,
+        )
+        .await
+    });
+    let start = Instant::now();
+    let drained = dispatcher(&bench.db, actions).drain().await?;
+    let busy = start.elapsed();
+    let still_pruning = !pruning.is_finished();
+    let pruned_meanwhile = pruned.load(Ordering::Relaxed);
+    // The figure is about the drain; the rest of the pass is not waited for.
+    pruning.abort();
+    report.rate(
+        "prune_busy",
+        &format!("dispatch while a retention pass prunes {history} rows"),
+        drained.delivered,
+        busy,
+    );
+    report.rate(
+        "prune_rate",
+        &format!(
+            "  rows pruned per s meanwhile (batches of {DEFAULT_BATCH_SIZE}{})",
+            if still_pruning {
+                ""
+            } else {
+                "; the pass ended before the drain did"
+            }
+        ),
+        usize::try_from(pruned_meanwhile).unwrap_or(usize::MAX),
+        busy,
+    );
+    if let (Some(b), Some(q)) = (report.get("prune_busy"), report.get("prune_quiet")) {
+        report.value(
+            "prune_ratio",
+            "dispatch while pruning / without   [target >= 0.8]",
+            b / q,
+            "x",
+        );
+    }
+    bench.drop_now().await;
+    Ok(())
+}
+
+/// Table + index size of `outbox_intents` over four windows of steady load, each window's
+/// rows pruned one window later. Run twice: with a plain `VACUUM` after each pass (what
+/// autovacuum does once it wakes) and with autovacuum alone.
+pub async fn size_over_windows(
+    options: &BenchOptions,
+    report: &mut Report,
+) -> Result<(), BenchError> {
+    if options.prune_rows == 0 || !is_postgres(&options.database) {
+        return Ok(());
+    }
+    report.section("table size over retention windows (PostgreSQL)");
+    for vacuum in [true, false] {
+        let per_window = (options.prune_rows / 50).max(1_000);
+        let bench = BenchDb::create(&options.database, "bloat").await?;
+        let Database::Postgres(pool) = &bench.db else {
+            unreachable!("checked above");
+        };
+        let store = bench.db.store();
+        let window = chrono::Duration::hours(1);
+        let settings = RetentionSettings {
+            finished_after: Duration::from_secs(3600),
+            ..prune_everything()
+        };
+        let t0 = Utc::now() - chrono::Duration::days(1);
+        let mut sizes = Vec::new();
+        // The load's rows as the dispatcher leaves them, with the schema's triggers off for
+        // this session (seeding speed only; nothing they check is at stake).
+        let mut load = sqlx::PgConnection::connect(&bench.url).await?;
+        sqlx::query("SET session_replication_role = replica")
+            .execute(&mut load)
+            .await?;
+        for w in 0..4 {
+            let at = t0 + window * w;
+            insert_finished(&mut load, per_window * w as usize, per_window, at).await?;
+            run_retention_once(store.as_ref(), &settings, at + chrono::Duration::seconds(1))
+                .await?;
+            if vacuum {
+                sqlx::query("VACUUM outbox_intents").execute(pool).await?;
+            }
+            let size: i64 = sqlx::query_scalar("SELECT pg_total_relation_size('outbox_intents')")
+                .fetch_one(pool)
+                .await?;
+            sizes.push(size as f64 / 1_048_576.0);
+        }
+        load.close().await?;
+        let how = if vacuum {
+            "VACUUM after each pass"
+        } else {
+            "autovacuum only"
+        };
+        let key = if vacuum { "bloat_vacuum" } else { "bloat_auto" };
+        report.value(
+            &format!("{key}_one"),
+            &format!("outbox_intents + indexes after one window ({per_window} rows/window, {how})"),
+            sizes[1],
+            "MB",
+        );
+        report.value(
+            &format!("{key}_three"),
+            &format!("  after three more windows ({how})"),
+            sizes[3],
+            "MB",
+        );
+        report.value(
+            &format!("{key}_ratio"),
+            &format!("  size after three windows / after one ({how})   [target <= 1.5]"),
+            sizes[3] / sizes[1].max(1e-9),
+            "x",
+        );
+        bench.drop_now().await;
+    }
+    Ok(())
+}
+
+/// Inserts `count` delivered intents finished at `at`, ids after `offset`.
+pub(super) async fn insert_finished<'c>(
+    pool: impl sqlx::PgExecutor<'c>,
+    offset: usize,
+    count: usize,
+    at: DateTime<Utc>,
+) -> Result<(), BenchError> {
+    sqlx::query(
+        "INSERT INTO outbox_intents (tenant, operation_id, action, payload, payload_sha256, \
+         idempotency_key, state, next_attempt_at, created_at, finished_at, attempt_count) \
+         SELECT 'bench', 'op-' || g, $3, jsonb_build_object('n', g, 'amount', 1250, 'note', repeat('x', 160)), \
+         encode(sha256(convert_to('op-' || g, 'UTF8')), 'hex'), 'key-' || g, 'delivered', $4, $4, $4, 1 \
+         FROM generate_series($1::bigint, $2::bigint) g",
+    )
+    .bind((offset + 1) as i64)
+    .bind((offset + count) as i64)
+    .bind(ACTION)
+    .bind(at)
+    .execute(pool)
+    .await?;
+    Ok(())
+}

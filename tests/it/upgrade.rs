@@ -1,0 +1,399 @@
+//! Upgrading a database created by an earlier schema while intents are pending, pending
+//! after an ambiguous attempt, in flight and unknown: migration 0003 namespaces the keys of
+//! intents that never sent anything and keeps every key that may already have reached the
+//! provider, on both backends; the dispatcher then delivers with those keys. Migration 0004
+//! (the tenant walk's index) and 0005 (the bytewise walk's index, the recorded may-act-twice
+//! confirmations) carry the same kinds of rows forward.
+
+use crate::support;
+
+use outboxd::intent::{default_idempotency_key, IntentState};
+use outboxd::store::{Database, ResendApproval, Resolution, ResolutionKind, TenantScope};
+use outboxd::NewIntent;
+use serde_json::json;
+use support::harness::{exec, scalar, Harness, REFUND};
+use support::TestDb;
+
+const OPS: [&str; 4] = ["op-fresh", "op-retry", "op-inflight", "op-unknown"];
+
+fn old_key(op: &str) -> String {
+    default_idempotency_key(
+        &"acme".to_owned().try_into().unwrap(),
+        &op.to_owned().try_into().unwrap(),
+        &REFUND.to_owned().try_into().unwrap(),
+    )
+    .as_str()
+    .to_owned()
+}
+
+fn payload(op: &str) -> serde_json::Value {
+    json!({"op": op, "amount": 100})
+}
+
+/// Records the four intents as the 0002 schema did (old default keys, no namespacing).
+async fn record_at_schema_2(db: &Database) {
+    for op in OPS {
+        let valid = NewIntent::new("acme", op, REFUND, payload(op))
+            .validate()
+            .unwrap();
+        match db {
+            Database::Postgres(pool) => {
+                let key: String = sqlx::query_scalar(
+                    "SELECT idempotency_key FROM outbox_enqueue('acme', $1, $2, $3)",
+                )
+                .bind(op)
+                .bind(REFUND)
+                .bind(sqlx::types::Json(payload(op)))
+                .fetch_one(pool)
+                .await
+                .unwrap();
+                assert_eq!(key, old_key(op), "0002 derived the unnamespaced key");
+            }
+            Database::Sqlite(pool) => {
+                sqlx::query(
+                    "INSERT INTO outbox_intents (tenant, operation_id, action, payload, payload_sha256, \
+                     idempotency_key, next_attempt_at, created_at, updated_at) \
+                     VALUES ('acme', ?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)",
+                )
+                .bind(op)
+                .bind(REFUND)
+                .bind(payload(op).to_string())
+                .bind(valid.digest.as_str())
+                .bind(old_key(op))
+                .bind(chrono::Utc::now().timestamp_millis())
+                .execute(pool)
+                .await
+                .unwrap();
+            }
+        }
+    }
+    exec(
+        db,
+        "UPDATE outbox_intents SET attempt_count = 1, ambiguous_attempts = 1, first_sent_at = 1 \
+         WHERE operation_id IN ('op-retry', 'op-inflight', 'op-unknown')",
+        "UPDATE outbox_intents SET attempt_count = 1, ambiguous_attempts = 1, first_sent_at = now() \
+         WHERE operation_id IN ('op-retry', 'op-inflight', 'op-unknown')",
+    )
+    .await;
+    exec(
+        db,
+        "UPDATE outbox_intents SET state = 'in_flight', lease_owner = 'old-binary', \
+         lease_expires_at = 1, attempt_started_at = 1, fencing_token = 1 WHERE operation_id = 'op-inflight'",
+        "UPDATE outbox_intents SET state = 'in_flight', lease_owner = 'old-binary', \
+         lease_expires_at = now() - interval '1 second', attempt_started_at = now(), fencing_token = 1 \
+         WHERE operation_id = 'op-inflight'",
+    )
+    .await;
+    exec(
+        db,
+        "UPDATE outbox_intents SET state = 'unknown' WHERE operation_id = 'op-unknown'",
+        "UPDATE outbox_intents SET state = 'unknown' WHERE operation_id = 'op-unknown'",
+    )
+    .await;
+    // SQLite's placeholder time 1 (ms after the epoch) would be far outside key retention.
+    let now = chrono::Utc::now().timestamp_millis();
+    exec(
+        db,
+        &format!("UPDATE outbox_intents SET first_sent_at = {now} WHERE first_sent_at = 1"),
+        "SELECT 1",
+    )
+    .await;
+    exec(
+        db,
+        &format!(
+            "UPDATE outbox_intents SET attempt_started_at = {now} WHERE attempt_started_at = 1"
+        ),
+        "SELECT 1",
+    )
+    .await;
+}
+
+async fn upgrade_keeps_sent_keys_and_namespaces_unsent_ones(t: TestDb) {
+    record_at_schema_2(&t.db).await;
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert!(report.applied.iter().any(|(v, _)| *v == 3), "{report:?}");
+    let h = Harness::new(&t).await;
+    let row = |op: &'static str| {
+        let store = h.store.clone();
+        async move { store.find_intent("acme", op).await.unwrap().unwrap() }
+    };
+    let fresh = row("op-fresh").await;
+    assert!(fresh.idempotency_key.starts_with("obx2_"), "{fresh:?}");
+    assert_ne!(fresh.idempotency_key, old_key("op-fresh"));
+    for op in ["op-retry", "op-inflight", "op-unknown"] {
+        assert_eq!(
+            row(op).await.idempotency_key,
+            old_key(op),
+            "{op} keeps its sent key"
+        );
+    }
+    // A replay after the upgrade is still a replay, and returns the stored key.
+    let replay = h
+        .enqueue(NewIntent::new(
+            "acme",
+            "op-retry",
+            REFUND,
+            payload("op-retry"),
+        ))
+        .await;
+    assert!(replay.replayed);
+    assert_eq!(replay.idempotency_key, old_key("op-retry"));
+
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(row("op-fresh").await.state, IntentState::Delivered);
+    assert_eq!(h.provider.effects_for_key(&fresh.idempotency_key).len(), 1);
+    for op in ["op-retry", "op-inflight"] {
+        let r = row(op).await;
+        assert_eq!(r.state, IntentState::Delivered, "{op}: {r:?}");
+        assert_eq!(
+            h.provider.effects_for_key(&old_key(op)).len(),
+            1,
+            "{op} resent with the key the provider may already know"
+        );
+    }
+    assert_eq!(row("op-unknown").await.state, IntentState::Unknown);
+    assert_eq!(h.provider.request_count_for_key(&old_key("op-unknown")), 0);
+    assert_eq!(h.provider.effect_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_2_on_sqlite() {
+    upgrade_keeps_sent_keys_and_namespaces_unsent_ones(TestDb::sqlite_at(2).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_2_on_postgres() {
+    let Some(t) = TestDb::postgres_at(2).await else {
+        return;
+    };
+    upgrade_keeps_sent_keys_and_namespaces_unsent_ones(t).await;
+}
+
+/// Records, at schema 3, a pending intent of two tenants, one in flight under a lease that
+/// expired (its dispatcher died) and one unknown.
+async fn record_at_schema_3(h: &Harness) -> [i64; 4] {
+    let intent = |tenant: &str, op: &str| {
+        NewIntent::new(tenant, op, REFUND, json!({"op": op, "amount": 100}))
+    };
+    let fresh = h.enqueue(intent("acme", "s3-fresh")).await.intent_id;
+    let other = h.enqueue(intent("globex", "s3-other")).await.intent_id;
+    let inflight = h.enqueue(intent("acme", "s3-inflight")).await.intent_id;
+    let unknown = h.enqueue(intent("acme", "s3-unknown")).await.intent_id;
+    exec(
+        &h.db,
+        &format!(
+            "UPDATE outbox_intents SET state = 'in_flight', lease_owner = 'old-binary', \
+             lease_expires_at = 1, attempt_started_at = {now}, attempt_count = 1, \
+             fencing_token = 1 WHERE id = {inflight}",
+            now = chrono::Utc::now().timestamp_millis()
+        ),
+        &format!(
+            "UPDATE outbox_intents SET state = 'in_flight', lease_owner = 'old-binary', \
+             lease_expires_at = now() - interval '1 second', attempt_started_at = now(), \
+             attempt_count = 1, fencing_token = 1 WHERE id = {inflight}"
+        ),
+    )
+    .await;
+    let sql = format!(
+        "UPDATE outbox_intents SET state = 'unknown', attempt_count = 1, ambiguous_attempts = 1 \
+         WHERE id = {unknown}"
+    );
+    exec(&h.db, &sql, &sql).await;
+    [fresh, other, inflight, unknown]
+}
+
+/// Schema 3 → 4 (the per-tenant due index, the provider state table) with pending, in-flight
+/// and unknown intents: the rows carry over and the dispatcher then claims by tenant turns,
+/// takes the expired lease over and leaves the unknown intent alone.
+async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![
+            (4, "tenant_turns_provider_states"),
+            (5, "bytewise_turns_resend_confirmations")
+        ],
+        "{report:?}"
+    );
+    assert!(h.store.list_provider_states().await.unwrap().is_empty());
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    for id in [fresh, other, inflight] {
+        let row = h.intent(id).await;
+        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+    }
+    let in_flight_row = h.intent(inflight).await;
+    assert_eq!(in_flight_row.ambiguous_attempts, 1, "{in_flight_row:?}");
+    let unknown_row = h.intent(unknown).await;
+    assert_eq!(unknown_row.state, IntentState::Unknown);
+    assert_eq!(
+        h.provider
+            .request_count_for_key(&unknown_row.idempotency_key),
+        0
+    );
+    assert_eq!(h.provider.effect_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_3_on_sqlite() {
+    upgrade_from_schema_3_then_dispatch(TestDb::sqlite_at(3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_3_on_postgres() {
+    let Some(t) = TestDb::postgres_at(3).await else {
+        return;
+    };
+    upgrade_from_schema_3_then_dispatch(t).await;
+}
+
+/// The tenant walk's index probe on PostgreSQL, as the claim writes it (bytewise).
+const WALK_PROBE_SQL: &str = "EXPLAIN SELECT min(tenant COLLATE \"C\") FROM outbox_intents \
+    WHERE state = 'pending' AND tenant COLLATE \"C\" > 'B'";
+
+/// Schema 4 → 5 (the bytewise tenant walk) with pending intents of tenants whose bytewise
+/// and linguistic orders differ: the rows carry over, PostgreSQL's walk probe is served by
+/// the rebuilt index, and the dispatcher delivers every intent once.
+async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let mut ids = Vec::new();
+    for tenant in ["B", "a", "a-b", "ab", "Z"] {
+        for i in 0..3 {
+            let intent = NewIntent::new(tenant, format!("s4-{i}"), REFUND, json!({"i": i}));
+            ids.push(h.enqueue(intent).await.intent_id);
+        }
+    }
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![(5, "bytewise_turns_resend_confirmations")],
+        "{report:?}"
+    );
+    if let Database::Postgres(pool) = &t.db {
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query("SET LOCAL enable_seqscan = off")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(WALK_PROBE_SQL)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|line| line.contains("outbox_intents_due_by_tenant_bytewise")),
+            "the walk probe uses the bytewise index: {plan:#?}"
+        );
+    }
+    h.dispatcher.drain().await.unwrap();
+    for id in ids {
+        let row = h.intent(id).await;
+        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+    }
+    assert_eq!(h.provider.effect_count(), 15);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_4_on_sqlite() {
+    upgrade_from_schema_4_then_dispatch(TestDb::sqlite_at(4).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_schema_4_on_postgres() {
+    let Some(t) = TestDb::postgres_at(4).await else {
+        return;
+    };
+    upgrade_from_schema_4_then_dispatch(t).await;
+}
+
+/// Schema 4 → 5 (where a person's may-act-twice confirmation lives) with
+/// pending, in-flight and unknown intents: every row carries over with no confirmation
+/// recorded, the dispatcher delivers the pending and the taken-over ones and leaves the
+/// unknown one alone; a confirmed redispatch of that one is recorded and sent once.
+async fn upgrade_to_0005_then_dispatch_and_redispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert!(
+        report
+            .applied
+            .contains(&(5, "bytewise_turns_resend_confirmations")),
+        "{report:?}"
+    );
+    let confirmed = scalar(
+        &h.db,
+        "SELECT count(*) FROM outbox_intents WHERE resend_confirmed_attempt IS NOT NULL",
+    )
+    .await;
+    assert_eq!(confirmed, 0, "no confirmation carried over");
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    for id in [fresh, other, inflight] {
+        let row = h.intent(id).await;
+        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+    }
+    let unknown_row = h.intent(unknown).await;
+    assert_eq!(unknown_row.state, IntentState::Unknown);
+    let key = unknown_row.idempotency_key.clone();
+    assert_eq!(h.provider.request_count_for_key(&key), 0);
+
+    // `record_at_schema_3` set the state without opening the item the dispatcher would
+    // have opened; open it, then resolve it as a confirmed redispatch.
+    let open = format!(
+        "INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at) \
+         SELECT id, tenant, 'outcome unknown', {} FROM outbox_intents WHERE id = {unknown}",
+        chrono::Utc::now().timestamp_millis()
+    );
+    let open_pg = format!(
+        "INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at) \
+         SELECT id, tenant, 'outcome unknown', now() FROM outbox_intents WHERE id = {unknown}"
+    );
+    exec(&h.db, &open, &open_pg).await;
+    let item = h.store.reconciliation_for_intent(unknown).await.unwrap()[0].id;
+    let resolution = Resolution {
+        item_id: item,
+        scope: TenantScope::All,
+        kind: ResolutionKind::Redispatch,
+        actor: "ops-alice".into(),
+        note: "checked at the provider".into(),
+        now: chrono::Utc::now(),
+        resend: ResendApproval {
+            policies: std::sync::Arc::new(h.actions.resend_policies()),
+            confirmed_may_act_twice: true,
+        },
+        seen_attempt_count: None,
+    };
+    h.store.resolve_reconciliation(&resolution).await.unwrap();
+    let sql = format!(
+        "SELECT CAST(resend_confirmed_attempt AS BIGINT) FROM outbox_intents WHERE id = {unknown}"
+    );
+    assert_eq!(
+        scalar(&h.db, &sql).await,
+        2,
+        "the attempt after the redispatch"
+    );
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(h.intent(unknown).await.state, IntentState::Delivered);
+    assert_eq!(h.provider.request_count_for_key(&key), 1);
+    assert_eq!(h.provider.effect_count(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0005_on_sqlite() {
+    let t = TestDb::sqlite_at(4).await;
+    upgrade_to_0005_then_dispatch_and_redispatch(t).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0005_on_postgres() {
+    let Some(t) = TestDb::postgres_at(4).await else {
+        return;
+    };
+    upgrade_to_0005_then_dispatch_and_redispatch(t).await;
+}
