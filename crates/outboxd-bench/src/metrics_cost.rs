@@ -11,7 +11,7 @@ use chrono::Utc;
 use sqlx::{Connection, PgConnection};
 
 use super::report::Report;
-use super::setup::{is_postgres, seed, BenchDb};
+use super::setup::{is_postgres, seed, seed_finished_fast, BenchDb};
 use super::{BenchError, BenchOptions};
 use outboxd::store::Database;
 
@@ -113,29 +113,6 @@ async fn measure(
     );
     bench.drop_now().await;
     Ok(cost)
-}
-
-/// Inserts `count` delivered rows with the schema's triggers off for this session only
-/// (`session_replication_role = replica`; the rows are what the dispatcher leaves, so
-/// nothing the triggers check is at stake), a million per statement.
-pub(super) async fn seed_finished_fast(url: &str, count: usize) -> Result<(), BenchError> {
-    const CHUNK: usize = 1_000_000;
-    let mut conn = PgConnection::connect(url).await?;
-    sqlx::query("SET session_replication_role = replica")
-        .execute(&mut conn)
-        .await?;
-    let at = Utc::now() - chrono::Duration::hours(1);
-    let mut done = 0;
-    while done < count {
-        let n = CHUNK.min(count - done);
-        super::retention::insert_finished(&mut conn, done, n, at).await?;
-        done += n;
-    }
-    sqlx::query("ANALYZE outbox_intents")
-        .execute(&mut conn)
-        .await?;
-    conn.close().await?;
-    Ok(())
 }
 
 async fn postgres_cost(url: &str, refreshes: usize) -> Result<Cost, BenchError> {

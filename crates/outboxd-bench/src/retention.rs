@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use sqlx::Connection;
 
 use super::report::Report;
-use super::setup::{is_postgres, seed, BenchDb, ACTION};
+use super::setup::{insert_finished, is_postgres, seed, seed_finished_fast, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
 use outboxd::action::{RetryPolicy, RetrySafety};
 use outboxd::dispatch::{ActionRuntime, ActionTable, Dispatcher, DispatcherSettings};
@@ -89,7 +89,7 @@ pub async fn throughput_while_pruning(
     let history = options.prune_rows;
     let n = dispatched(options);
     if is_postgres(&options.database) {
-        super::metrics_cost::seed_finished_fast(&bench.url, history).await?;
+        seed_finished_fast(&bench.url, history).await?;
     } else {
         seed(&bench.db, history, 0, "delivered").await?;
     }
@@ -231,28 +231,5 @@ pub async fn size_over_windows(
         );
         bench.drop_now().await;
     }
-    Ok(())
-}
-
-/// Inserts `count` delivered intents finished at `at`, ids after `offset`.
-pub(super) async fn insert_finished<'c>(
-    pool: impl sqlx::PgExecutor<'c>,
-    offset: usize,
-    count: usize,
-    at: DateTime<Utc>,
-) -> Result<(), BenchError> {
-    sqlx::query(
-        "INSERT INTO outbox_intents (tenant, operation_id, action, payload, payload_sha256, \
-         idempotency_key, state, next_attempt_at, created_at, finished_at, attempt_count) \
-         SELECT 'bench', 'op-' || g, $3, jsonb_build_object('n', g, 'amount', 1250, 'note', repeat('x', 160)), \
-         encode(sha256(convert_to('op-' || g, 'UTF8')), 'hex'), 'key-' || g, 'delivered', $4, $4, $4, 1 \
-         FROM generate_series($1::bigint, $2::bigint) g",
-    )
-    .bind((offset + 1) as i64)
-    .bind((offset + count) as i64)
-    .bind(ACTION)
-    .bind(at)
-    .execute(pool)
-    .await?;
     Ok(())
 }

@@ -16,7 +16,7 @@ use super::http::Reader;
 use super::ledger::Reply;
 use super::parse::HttpError;
 use super::response::{header_safe, render_reply, write_head, BodyLength, Writer};
-use super::server::Shared;
+use super::shared::Shared;
 use super::ENDLESS_BODY_LIMIT;
 
 /// Filler for huge and endless bodies.

@@ -14,7 +14,8 @@ use tokio::task::JoinHandle;
 use super::fault::{FaultRule, RandomFaults};
 use super::ledger::{Effect, RequestRecord};
 use super::rate::RateWindow;
-use super::server::{accept_loop, bind_listener, Shared, State};
+use super::server::{accept_loop, bind_listener};
+use super::shared::{Shared, State};
 use super::FakeProviderOptions;
 
 /// How long [`FakeProvider::set_refusing`]`(false)` keeps retrying to bind the port.

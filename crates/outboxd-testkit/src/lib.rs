@@ -31,6 +31,7 @@ mod parse;
 mod rate;
 mod response;
 mod server;
+mod shared;
 
 #[cfg(test)]
 mod tests;
