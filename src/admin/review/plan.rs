@@ -1,11 +1,14 @@
 //! The signed plan of a bulk change: the dry run's form carries one `line` per intent it
-//! listed, `id:state:attempt_count:mac`, and one `plan_at` (when the dry run ran, Unix
+//! listed, `id:state:attempt_count:risk:mac` (`risk` is `twice` when the page showed that
+//! resending it may act twice, else `once`), and one `plan_at` (when the dry run ran, Unix
 //! seconds). The MAC is an HMAC-SHA256 under the per-process review key over the session's
 //! CSRF value, the change (`redispatch` or `cancel`), `plan_at` and the line, so a line
-//! cannot be edited, moved to another session or tenant's operator, reused for another
+//! cannot be edited, moved to another token (the CSRF value is derived from the token, so a
+//! new session of the same token keeps it valid) or tenant's operator, reused for another
 //! change, or kept past [`PLAN_SECONDS`] (and a restart invalidates every plan). The apply
 //! step accepts only such lines, drops repeated ids, and applies a line only while its
-//! intent is still in the state and at the attempt count the dry run showed.
+//! intent is still in the state and at the attempt count the dry run showed; the
+//! may-act-twice confirmation covers only the lines signed `twice`.
 
 use std::collections::BTreeSet;
 
@@ -29,6 +32,8 @@ pub(super) struct PlannedLine {
     pub state: IntentState,
     /// Its attempt count at the dry run.
     pub attempt_count: i32,
+    /// The dry run showed that resending it may act twice.
+    pub shown_may_act_twice: bool,
 }
 
 impl PlannedLine {
@@ -59,12 +64,14 @@ pub(super) fn sign_line(
     op: &str,
     plan_at: i64,
     intent: &IntentRow,
+    shown_may_act_twice: bool,
 ) -> String {
     let unsigned = format!(
-        "{}:{}:{}",
+        "{}:{}:{}:{}",
         intent.id,
         intent.state.as_str(),
-        intent.attempt_count
+        intent.attempt_count,
+        if shown_may_act_twice { "twice" } else { "once" }
     );
     let mac = mac(ctx, s, op, plan_at, &unsigned);
     format!("{unsigned}:{mac}")
@@ -126,9 +133,15 @@ fn parse_unsigned(unsigned: &str) -> Option<PlannedLine> {
     let id = parts.next()?.parse().ok()?;
     let state = crate::store::parse_state(parts.next()?).ok()?;
     let attempt_count = parts.next()?.parse().ok()?;
+    let shown_may_act_twice = match parts.next()? {
+        "twice" => true,
+        "once" => false,
+        _ => return None,
+    };
     parts.next().is_none().then_some(PlannedLine {
         id,
         state,
         attempt_count,
+        shown_may_act_twice,
     })
 }

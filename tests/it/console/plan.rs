@@ -3,6 +3,8 @@
 //! is refused whole (400, nothing changed), a line whose intent moved on since the dry run
 //! is skipped and reported, and a line listed twice is applied once.
 
+use std::time::Duration;
+
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
 use outboxd::intent::IntentState;
 use outboxd::store::Redispatch;
@@ -10,9 +12,9 @@ use reqwest::StatusCode;
 
 use super::failed_intent;
 use super::page::Page;
-use super::resend::{apply_fields, audit_entries, post_fields};
+use super::resend::{apply_fields, audit_entries, keyed_unknown_past_its_key, post_fields};
 use crate::support::admin::{AdminServer, ACME_OPS, GLOBEX_OPS};
-use crate::support::harness::{Harness, REFUND};
+use crate::support::harness::{exec, Harness, REFUND};
 use crate::support::TestDb;
 
 const NOTE: [(&str, &str); 1] = [("note", "provider fixed it")];
@@ -194,9 +196,60 @@ async fn a_forged_plan_time_is_refused(t: &TestDb) {
     assert_eq!(audit_entries(&h, failed).await, 0);
 }
 
+/// The confirmation covers only the lines whose risk the dry run showed: a line shown as
+/// safe to resend that may act twice by the time the plan is applied (its key window
+/// closed meanwhile) is not applied, though the box was ticked for another line, and
+/// nothing is recorded for it.
+async fn a_line_that_became_risky_after_the_dry_run_is_not_applied(t: &TestDb) {
+    let h = Harness::with_retention(t, Duration::from_millis(1)).await;
+    let (risky, _) = keyed_unknown_past_its_key(&h, "acme", "refund-risky").await;
+    let (later, _) = keyed_unknown_past_its_key(&h, "acme", "refund-later").await;
+    let shift = |sign: &str| {
+        (
+            format!("UPDATE outbox_intents SET first_sent_at = first_sent_at {sign} 172800000 WHERE id = {later}"),
+            format!("UPDATE outbox_intents SET first_sent_at = first_sent_at {sign} interval '2 days' WHERE id = {later}"),
+        )
+    };
+    let (lite, pg) = shift("+");
+    exec(&h.db, &lite, &pg).await;
+    let server = AdminServer::start(&h.db).await;
+    let page = Page::sign_in(&server, ACME_OPS).await;
+    let dry = page
+        .get(&format!(
+            "/review/intents/bulk?op=redispatch&id={risky}&id={later}"
+        ))
+        .await;
+    assert!(
+        dry.text.contains("1 of these redispatches may act twice"),
+        "{}",
+        dry.text
+    );
+    let fields = apply_fields(&dry);
+    // Meanwhile the provider's key window for the other one closes too.
+    let (lite, pg) = shift("-");
+    exec(&h.db, &lite, &pg).await;
+
+    let confirm = [("note", "resend"), ("confirm_may_act_twice", "yes")];
+    let done = post_fields(&page, &fields, &confirm).await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.text);
+    assert!(done.text.contains("1 of 2"), "{}", done.text);
+    let line = done
+        .text
+        .split(&format!("id=\"line-{later}\""))
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no line for #{later}: {}", done.text));
+    assert!(line.contains("may act twice now"), "{line}");
+    assert_eq!(h.intent(risky).await.state, IntentState::Pending);
+    assert_eq!(audit_entries(&h, risky).await, 1);
+    assert_eq!(h.intent(later).await.state, IntentState::Unknown);
+    assert_eq!(audit_entries(&h, later).await, 0);
+}
+
 crate::both_backends!(
     a_tampered_plan_changes_nothing,
     an_intent_changed_since_the_dry_run_is_skipped,
     a_line_listed_twice_is_applied_once,
     a_forged_plan_time_is_refused,
+    a_line_that_became_risky_after_the_dry_run_is_not_applied,
 );

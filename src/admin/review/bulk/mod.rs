@@ -68,6 +68,9 @@ struct Line {
     plan: Result<&'static str, String>,
     /// The attempt count the confirmed dry run saw (None: this is the dry run).
     seen_attempt_count: Option<i32>,
+    /// The confirmed dry run showed that resending it may act twice (false: this is the
+    /// dry run, or it showed none).
+    shown_may_act_twice: bool,
 }
 
 /// What `op` does to `intent`, by the store's rules.
@@ -119,6 +122,7 @@ async fn lines(
                 plan: plan(op, &r),
                 intent: Some(r),
                 seen_attempt_count: None,
+                shown_may_act_twice: false,
             })
             .collect();
         return Ok((lines, false));
@@ -135,6 +139,7 @@ async fn lines(
             intent,
             plan,
             seen_attempt_count: None,
+            shown_may_act_twice: false,
         });
     }
     Ok((lines, true))
@@ -161,19 +166,36 @@ async fn planned_lines(
     op: Op,
     planned: &[PlannedLine],
 ) -> Result<Vec<Line>, ApiError> {
+    let policies = ctx.resend_policies();
+    let now = Utc::now();
     let mut lines = Vec::with_capacity(planned.len());
     for p in planned {
         let intent = scoped_intent(ctx, s, p.id).await?;
+        let newly_risky = |i: &IntentRow| {
+            let risk = (op == Op::Redispatch && !p.shown_may_act_twice)
+                .then(|| resend_risk_of(&policies, i, now))
+                .flatten();
+            risk.map(|r| {
+                format!(
+                    "{}: it may act twice now; {CHANGED_SINCE_DRY_RUN}",
+                    r.explain()
+                )
+            })
+        };
         let plan = match &intent {
             None => Err("not found".to_owned()),
             Some(i) if !p.matches(i) => Err(CHANGED_SINCE_DRY_RUN.to_owned()),
-            Some(i) => plan(op, i),
+            Some(i) => match newly_risky(i) {
+                Some(why) => Err(why),
+                None => plan(op, i),
+            },
         };
         lines.push(Line {
             id: p.id,
             intent,
             plan,
             seen_attempt_count: Some(p.attempt_count),
+            shown_may_act_twice: p.shown_may_act_twice,
         });
     }
     Ok(lines)
@@ -293,10 +315,11 @@ pub(super) async fn apply(
     for line in &lines {
         results.push(match (&line.intent, &line.plan) {
             (Some(intent), Ok(_)) => {
+                // The tick covers only what the dry run showed.
                 let change = Change {
                     op,
                     note,
-                    confirmed,
+                    confirmed: confirmed && line.shown_may_act_twice,
                     seen_attempt_count: line.seen_attempt_count,
                 };
                 apply_one(&ctx, &s, intent, &change).await

@@ -62,6 +62,7 @@ pub(super) fn render_dry_run(
             intent: l.intent.clone(),
             plan: l.plan.clone(),
             seen_attempt_count: l.seen_attempt_count,
+            shown_may_act_twice: l.shown_may_act_twice,
         })
         .collect();
     let risky = twice_risk(ctx, op, lines);
@@ -69,7 +70,10 @@ pub(super) fn render_dry_run(
     let signed: Vec<String> = changing
         .iter()
         .filter_map(|l| l.intent.as_ref())
-        .map(|i| sign_line(ctx, s, op.as_str(), plan_at, i))
+        .map(|i| {
+            let twice = risky.iter().any(|(id, _, _)| *id == i.id);
+            sign_line(ctx, s, op.as_str(), plan_at, i, twice)
+        })
         .collect();
     let body = html! {
         h1 { "Dry run: " (op.as_str()) }
