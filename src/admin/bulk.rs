@@ -20,6 +20,7 @@ use super::auth::Caller;
 use super::extract::{non_empty, parse_limit, parse_older_than, ApiJson};
 use super::ops::{required_note, resolve, ResolveRequest};
 use super::{AdminContext, ApiError};
+use crate::intent::IntentState;
 use crate::store::{
     resend_risk_of, NewAuditEntry, ReconciliationFilter, ReconciliationItem, ResolutionKind,
     TenantScope, CONFIRM_FIELD,
@@ -215,9 +216,15 @@ async fn twice_risks(
     let now = Utc::now();
     let mut risks = Vec::with_capacity(candidates.len());
     for item in candidates {
+        // A resolved item is reported as such and never redispatched: no risk to confirm.
+        if item.resolved_at.is_some() {
+            risks.push(None);
+            continue;
+        }
         let intent = ctx.store.get_intent(item.intent_id).await?;
         risks.push(
             intent
+                .filter(|i| i.state == IntentState::Unknown)
                 .and_then(|i| resend_risk_of(&policies, &i, now))
                 .map(|r| r.explain()),
         );

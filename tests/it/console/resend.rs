@@ -237,9 +237,41 @@ async fn the_cli_asks_before_a_resend_that_may_act_twice(t: &TestDb) {
     assert_eq!(audit_entries(&h, intent).await, 1);
 }
 
+/// A listed item that is already resolved is reported as such and asks for nothing: its
+/// intent's risk does not refuse a run whose open items need no confirmation.
+async fn a_resolved_item_does_not_make_the_api_ask(t: &TestDb) {
+    let h = Harness::with_retention(t, Duration::from_millis(1)).await;
+    let (closed, closed_item) = unknown_intent(&h, "acme", "notify-closed").await;
+    let (open, open_item) = keyed_unknown_past_its_key(&h, "acme", "refund-open").await;
+    // Inside the console's key window again: resending it cannot act twice.
+    exec(
+        &h.db,
+        &format!("UPDATE outbox_intents SET first_sent_at = first_sent_at + 172800000 WHERE id = {open}"),
+        &format!("UPDATE outbox_intents SET first_sent_at = first_sent_at + interval '2 days' WHERE id = {open}"),
+    )
+    .await;
+    let server = AdminServer::start(&h.db).await;
+    let api = server.api(Some(ACME_OPS));
+    let path = format!("/v1/reconciliation/{closed_item}/resolve");
+    let (status, done) = api
+        .post(
+            &path,
+            json!({"resolution": "abandoned", "note": "checked: never sent"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+
+    let run = json!({"dry_run": false, "note": "resend", "item_ids": [closed_item, open_item]});
+    let (status, done) = api.post("/v1/reconciliation/redispatch", run).await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(h.intent(open).await.state, IntentState::Pending);
+    assert_ne!(h.intent(closed).await.state, IntentState::Pending);
+}
+
 crate::both_backends!(
     bulk_redispatch_past_the_key_window_needs_confirmation,
     the_item_page_asks_before_a_resend_that_may_act_twice,
     the_api_asks_before_a_resend_that_may_act_twice,
     the_cli_asks_before_a_resend_that_may_act_twice,
+    a_resolved_item_does_not_make_the_api_ask
 );
