@@ -360,6 +360,7 @@ impl Dispatcher {
                     paused: paused_until.is_some(),
                     rate_limited: lane.gate.rate_limited(),
                     max_in_flight: lane.gate.limits().max_in_flight,
+                    send_window: lane.gate.window(),
                     breaker_open_until: match breaker {
                         super::capacity::Breaker::Open { until } => Some(on_wall_clock(until)),
                         _ => None,

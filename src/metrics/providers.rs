@@ -1,6 +1,7 @@
 //! Per-provider bulkhead gauges, set by the delivery pipeline after each claim round:
-//! requests in flight, whether the circuit breaker is open (or half open), whether a
-//! `Retry-After` pause is in force, and how often a claim found the rate limiter dry.
+//! requests in flight, the adaptive send window, whether the circuit breaker is open (or
+//! half open), whether a `Retry-After` pause is in force, and how often a claim found the
+//! rate limiter dry.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -26,6 +27,7 @@ struct BreakerLabels {
 #[derive(Debug, Clone, Default)]
 pub struct ProviderGauges {
     in_flight: Family<ProviderLabels, Gauge>,
+    send_window: Family<ProviderLabels, Gauge>,
     breaker: Family<BreakerLabels, Gauge>,
     paused: Family<ProviderLabels, Gauge>,
     rate_limited: Family<ProviderLabels, Gauge>,
@@ -39,6 +41,11 @@ impl ProviderGauges {
             "provider_in_flight",
             "Requests in flight to each provider from this process",
             gauges.in_flight.clone(),
+        );
+        registry.register(
+            "provider_send_window",
+            "Requests each provider may be sent at once now: 1 after start or an outage, one more per answer up to max_in_flight",
+            gauges.send_window.clone(),
         );
         registry.register(
             "provider_breaker",
@@ -67,6 +74,9 @@ impl ProviderGauges {
             self.in_flight
                 .get_or_create(&provider)
                 .set(i64::try_from(s.in_flight).unwrap_or(i64::MAX));
+            self.send_window
+                .get_or_create(&provider)
+                .set(i64::try_from(s.send_window).unwrap_or(i64::MAX));
             self.paused
                 .get_or_create(&provider)
                 .set(i64::from(s.paused));

@@ -17,6 +17,9 @@ pub struct ProviderState {
     pub rate_limited: u64,
     /// Its `max_in_flight`.
     pub max_in_flight: usize,
+    /// Requests it may be sent at once now: its adaptive send window (one after start or
+    /// an outage, growing with each answer up to `max_in_flight`).
+    pub send_window: usize,
     /// While the breaker is open: when the trial request may go (wall clock).
     pub breaker_open_until: Option<chrono::DateTime<chrono::Utc>>,
     /// While a `Retry-After` pause is in force: until when (wall clock).

@@ -246,7 +246,15 @@ async fn breaker_stops_claims_and_recovers(t: &TestDb) {
          10 intents x 5 attempts would all be spent"
     );
     assert_ne!(opened.breaker, "closed", "{opened:?}");
+    assert_eq!(
+        opened.send_window, 1,
+        "an opened breaker resets the window: {opened:?}"
+    );
     let exported = run.metrics.encode().unwrap();
+    assert!(
+        exported.contains("outboxd_provider_send_window{provider=\"flaky\"} 1"),
+        "/metrics shows the send window back at one request: {exported}"
+    );
     assert!(
         exported.contains("outboxd_provider_breaker{provider=\"flaky\",state=\"closed\"} 0"),
         "/metrics shows the breaker is not closed: {exported}"
