@@ -285,6 +285,50 @@ pub fn check_redispatch(r: &Redispatch) -> Result<(), ReviewError> {
     Ok(())
 }
 
+/// The audit entry of a failed intent's redispatch (the same on both backends).
+pub fn failed_redispatch_audit(
+    r: &Redispatch,
+    before: &IntentRow,
+    risk: Option<ResendRisk>,
+) -> super::NewAuditEntry {
+    super::NewAuditEntry {
+        actor: r.actor.clone(),
+        action: "intent.redispatch".into(),
+        tenant: Some(before.tenant.clone()),
+        intent_id: Some(r.intent_id),
+        details: serde_json::json!({"from_state": "failed", "attempt_count": before.attempt_count,
+            "confirmed_may_act_twice": confirmed_risk_detail(risk)}),
+        note: Some(r.note.clone()),
+        at: r.now,
+    }
+}
+
+/// The audit entry of a reconciliation item's resolution (the same on both backends).
+pub fn resolution_audit(
+    r: &super::Resolution,
+    intent: &IntentRow,
+    risk: Option<ResendRisk>,
+) -> super::NewAuditEntry {
+    let provider_ref = match &r.kind {
+        super::ResolutionKind::Delivered { provider_ref } => Some(provider_ref),
+        _ => None,
+    };
+    super::NewAuditEntry {
+        actor: r.actor.clone(),
+        action: "reconciliation.resolve".into(),
+        tenant: Some(intent.tenant.clone()),
+        intent_id: Some(intent.id),
+        details: serde_json::json!({
+            "item_id": r.item_id,
+            "resolution": r.kind.as_str(),
+            "provider_ref": provider_ref,
+            "confirmed_may_act_twice": confirmed_risk_detail(risk),
+        }),
+        note: Some(r.note.clone()),
+        at: r.now,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

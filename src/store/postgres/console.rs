@@ -10,9 +10,9 @@ use super::reads::{intent_from_row, INTENT_COLUMNS};
 use super::review::append_audit_on;
 use crate::intent::{IntentId, IntentState};
 use crate::store::{
-    check_failed_redispatch, check_redispatch, confirmed_risk_detail, parse_class, parse_state,
-    resend_confirmed_attempt, AttemptEnd, ConsoleCounts, IntentRow, IntentSearch, NewAuditEntry,
-    Redispatch, ReviewError, StoreError, TenantScope,
+    check_failed_redispatch, check_redispatch, parse_class, parse_state, resend_confirmed_attempt,
+    AttemptEnd, ConsoleCounts, IntentRow, IntentSearch, Redispatch, ReviewError, StoreError,
+    TenantScope,
 };
 
 /// How many due intents the oldest-due query looks at (the due index, in order).
@@ -177,16 +177,7 @@ pub(super) async fn redispatch_failed(
     .await?;
     append_audit_on(
         &mut tx,
-        &NewAuditEntry {
-            actor: r.actor.clone(),
-            action: "intent.redispatch".into(),
-            tenant: Some(before.tenant.clone()),
-            intent_id: Some(r.intent_id),
-            details: serde_json::json!({"from_state": "failed", "attempt_count": before.attempt_count,
-                "confirmed_may_act_twice": confirmed_risk_detail(risk)}),
-            note: Some(r.note.clone()),
-            at: r.now,
-        },
+        &crate::store::failed_redispatch_audit(r, &before, risk),
     )
     .await?;
     sqlx::query("SELECT pg_notify('outboxd_intents', '')")

@@ -9,10 +9,9 @@ use sqlx::{PgConnection, PgPool, Row};
 use super::reads::{intent_from_row, INTENT_COLUMNS};
 use crate::intent::IntentId;
 use crate::store::{
-    check_cancel, check_resolution, check_resolution_of, check_seen, confirmed_risk_detail,
-    resend_confirmed_attempt, AuditEntry, AuditFilter, Cancellation, IntentRow, NewAuditEntry,
-    ReconciliationFilter, ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError,
-    TenantScope,
+    check_cancel, check_resolution, check_resolution_of, check_seen, resend_confirmed_attempt,
+    AuditEntry, AuditFilter, Cancellation, IntentRow, NewAuditEntry, ReconciliationFilter,
+    ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError, TenantScope,
 };
 
 const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i.action, \
@@ -199,26 +198,7 @@ pub(super) async fn resolve_reconciliation(
     let risk = check_resolution_of(r, &intent)?;
     let confirmed_attempt = resend_confirmed_attempt(&r.resend, &intent);
     apply_to_intent(&mut tx, intent_id, r, confirmed_attempt).await?;
-    let tenant = intent.tenant;
-    let details = serde_json::json!({
-        "item_id": r.item_id,
-        "resolution": r.kind.as_str(),
-        "provider_ref": match &r.kind { ResolutionKind::Delivered { provider_ref } => Some(provider_ref), _ => None },
-        "confirmed_may_act_twice": confirmed_risk_detail(risk),
-    });
-    append_audit_on(
-        &mut tx,
-        &NewAuditEntry {
-            actor: r.actor.clone(),
-            action: "reconciliation.resolve".into(),
-            tenant: Some(tenant),
-            intent_id: Some(intent_id),
-            details,
-            note: Some(r.note.clone()),
-            at: r.now,
-        },
-    )
-    .await?;
+    append_audit_on(&mut tx, &crate::store::resolution_audit(r, &intent, risk)).await?;
     tx.commit().await?;
     get_reconciliation(pool, r.item_id, &TenantScope::All)
         .await?
