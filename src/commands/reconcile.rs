@@ -75,12 +75,10 @@ struct ItemDetail {
 
 async fn show(db: &Database, id: i64, json: bool) -> Result<(), CommandError> {
     let store = db.store();
-    let item = store.get_reconciliation(id, &SCOPE).await?.ok_or_else(|| {
-        CommandError::not_found(Subject::Item {
-            item_id: id,
-            intent_id: None,
-        })
-    })?;
+    let item = store
+        .get_reconciliation(id, &SCOPE)
+        .await?
+        .ok_or_else(|| CommandError::not_found(Subject::item(id)))?;
     let intent = store.get_intent(item.intent_id).await?;
     let attempts = store.list_attempts(item.intent_id).await?;
     if json {

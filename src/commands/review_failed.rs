@@ -34,6 +34,14 @@ impl fmt::Display for Subject {
 }
 
 impl Subject {
+    /// Reconciliation item `item_id` (its intent not looked up).
+    pub fn item(item_id: i64) -> Self {
+        Subject::Item {
+            item_id,
+            intent_id: None,
+        }
+    }
+
     /// The intent, for a message about its state.
     fn intent(self) -> String {
         match self {
@@ -173,10 +181,7 @@ mod tests {
                 "intent 42 is unknown: changed since the dry run; not applied; nothing changed",
             ),
             (
-                Subject::Item {
-                    item_id: 7,
-                    intent_id: None,
-                },
+                Subject::item(7),
                 ReviewError::WrongState {
                     state: "unknown".into(),
                     what: "changed since the dry run; not applied",

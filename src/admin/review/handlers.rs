@@ -19,8 +19,7 @@ use crate::admin::auth::authenticate;
 use crate::admin::extract::IdPath;
 use crate::admin::ops::{item_detail, required_note, resolution_kind, resolve, ResolveRequest};
 use crate::admin::{AdminContext, ApiError, Forbidden};
-use crate::store::ReviewError;
-use crate::store::{resend_risk_of, AuditFilter, ReconciliationFilter};
+use crate::store::{resend_risk_of, AuditFilter, ReconciliationFilter, ReviewError};
 
 /// Items per queue page.
 const QUEUE_PAGE: u32 = 100;
