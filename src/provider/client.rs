@@ -39,8 +39,10 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 
 /// Makes ring the process's rustls crypto provider, once: reqwest is built without a
 /// provider of its own (its default would pull in a second crypto library beside the ring
-/// that sqlx uses). A provider installed earlier by an embedding program is kept.
-fn install_crypto_provider() {
+/// that sqlx uses), and building any `reqwest::Client` before a provider is installed
+/// panics. [`ProviderClient::new`] calls it; a program that embeds outboxd and builds
+/// clients of its own calls it first. A provider installed earlier is kept.
+pub fn install_crypto_provider() {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         // Err means a provider is already installed; that one is used.
