@@ -7,7 +7,7 @@
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 /// Header carrying the message id (our idempotency key).
@@ -51,7 +51,7 @@ pub fn parse_signing_secret(secret: &str) -> Result<Vec<u8>, SigningSecretError>
 /// The `webhook-signature` value for one message: `v1,<base64(HMAC-SHA256(secret,
 /// "{id}.{timestamp}.{body}"))>`.
 pub fn sign(secret: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret)
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret)
         .expect("HMAC-SHA256 accepts keys of any length");
     mac.update(id.as_bytes());
     mac.update(b".");
