@@ -37,8 +37,9 @@ pub use args::{
 pub use report::ExitKind;
 
 use crate::config::Config;
+use crate::intent::IntentId;
 use crate::store::connect::OpenMode;
-use crate::store::{ReviewError, StoreError, TenantScope};
+use crate::store::{ReconciliationItemId, ReviewError, StoreError, TenantScope};
 
 /// Why an operator command failed; `main` prints it and exits non-zero.
 #[derive(Debug, thiserror::Error)]
@@ -51,15 +52,15 @@ pub enum CommandError {
     Store(#[from] StoreError),
     /// No such reconciliation item.
     #[error("no reconciliation item {0}")]
-    NoSuchItem(i64),
+    NoSuchItem(ReconciliationItemId),
     /// No such intent.
     #[error("no intent {0}")]
-    NoSuchIntent(i64),
+    NoSuchIntent(IntentId),
     /// Someone (or the probe) resolved the item first; nothing changed.
     #[error("reconciliation item {item_id} was already resolved as {resolution} by {resolved_by} at {resolved_at}; nothing changed")]
     AlreadyResolved {
         /// The item.
-        item_id: i64,
+        item_id: ReconciliationItemId,
         /// Their resolution.
         resolution: String,
         /// Who.
@@ -71,7 +72,7 @@ pub enum CommandError {
     #[error("intent {intent_id} is {state}: {what}; nothing changed")]
     WrongState {
         /// The intent.
-        intent_id: i64,
+        intent_id: IntentId,
         /// Its state.
         state: String,
         /// What was expected.
@@ -108,7 +109,11 @@ impl CommandError {
     }
 
     /// A store refusal about intent `intent_id` (and item `item_id`, if any) in CLI terms.
-    fn from_review(e: ReviewError, intent_id: Option<i64>, item_id: Option<i64>) -> Self {
+    fn from_review(
+        e: ReviewError,
+        intent_id: Option<IntentId>,
+        item_id: Option<ReconciliationItemId>,
+    ) -> Self {
         match e {
             ReviewError::NotFound => match item_id {
                 Some(id) => CommandError::NoSuchItem(id),

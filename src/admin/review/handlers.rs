@@ -19,7 +19,7 @@ use crate::admin::auth::authenticate;
 use crate::admin::extract::IdPath;
 use crate::admin::ops::{item_detail, required_note, resolution_kind, resolve, ResolveRequest};
 use crate::admin::{AdminContext, ApiError};
-use crate::store::{resend_risk_of, AuditFilter, ReconciliationFilter};
+use crate::store::{resend_risk_of, AuditFilter, ReconciliationFilter, ReconciliationItemId};
 
 /// Items per queue page.
 const QUEUE_PAGE: u32 = 100;
@@ -67,7 +67,10 @@ pub(super) async fn queue(
         Ok(items) => items,
         Err(e) => return error_page(Some(&s), &e.into()),
     };
-    let flash = match q.resolved.and_then(|v| v.parse::<i64>().ok()) {
+    let flash = match q
+        .resolved
+        .and_then(|v| v.parse::<ReconciliationItemId>().ok())
+    {
         Some(id) => resolved_flash(&ctx, &s, id).await,
         None => None,
     };
@@ -79,7 +82,11 @@ pub(super) async fn queue(
 }
 
 /// "Item #N resolved as X" for the item a resolution redirected from (read back, in scope).
-async fn resolved_flash(ctx: &AdminContext, s: &Session, id: i64) -> Option<String> {
+async fn resolved_flash(
+    ctx: &AdminContext,
+    s: &Session,
+    id: ReconciliationItemId,
+) -> Option<String> {
     let item = ctx
         .store
         .get_reconciliation(id, &s.caller.scope)
@@ -91,8 +98,8 @@ async fn resolved_flash(ctx: &AdminContext, s: &Session, id: i64) -> Option<Stri
         &format!(
             "Item #{} ({} &middot; {}) resolved as <strong>{}</strong>.",
             item.id,
-            esc(&item.tenant),
-            esc(&item.operation_id),
+            esc(item.tenant.as_str()),
+            esc(item.operation_id.as_str()),
             esc(&resolution),
         ),
     ))
@@ -177,7 +184,7 @@ pub(super) struct ItemParams {
 pub(super) async fn item(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<ReconciliationItemId>,
     Query(q): Query<ItemParams>,
 ) -> Response {
     let Some(s) = session(&ctx, &headers) else {
@@ -197,7 +204,7 @@ pub(super) async fn item(
 async fn render_item(
     ctx: &AdminContext,
     s: &Session,
-    id: i64,
+    id: ReconciliationItemId,
     flash: Option<String>,
     form: &FormState,
     status: StatusCode,
@@ -233,7 +240,7 @@ pub(super) struct ResolveForm {
 pub(super) async fn resolve_item(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<ReconciliationItemId>,
     form: Result<Form<ResolveForm>, FormRejection>,
 ) -> Response {
     let Some(s) = session(&ctx, &headers) else {

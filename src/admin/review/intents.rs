@@ -17,7 +17,7 @@ use crate::admin::auth::Caller;
 use crate::admin::extract::IdPath;
 use crate::admin::ops::intent_detail;
 use crate::admin::{AdminContext, ApiError};
-use crate::intent::IntentState;
+use crate::intent::{IntentId, IntentState, OrderingKey};
 use crate::store::{check_cancel, redispatch_route, IntentDetail, IntentRow, TenantScope};
 
 /// `GET /review/intents`.
@@ -92,7 +92,12 @@ fn filter_form(caller: &Caller, f: &IntentFilterForm) -> Markup {
     }
 }
 
-fn render_list(s: &Session, f: &IntentFilterForm, rows: &[IntentRow], next: Option<i64>) -> String {
+fn render_list(
+    s: &Session,
+    f: &IntentFilterForm,
+    rows: &[IntentRow],
+    next: Option<IntentId>,
+) -> String {
     let operator = s.caller.role.can_write();
     let table = html! {
         table id="intents" {
@@ -148,7 +153,7 @@ fn render_list(s: &Session, f: &IntentFilterForm, rows: &[IntentRow], next: Opti
 pub(super) async fn show(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<IntentId>,
 ) -> Response {
     let Some(s) = session(&ctx, &headers) else {
         return redirect("/review", None);
@@ -162,7 +167,7 @@ pub(super) async fn show(
         Err(e) => return error_page(Some(&s), &e.into()),
     };
     let configured = ctx
-        .action_safety(&detail.intent.action)
+        .action_safety(detail.intent.action.as_str())
         .map(|s| s.is_some());
     let now = Utc::now();
     let facts = WaitFacts {
@@ -202,7 +207,7 @@ fn render_intent(
             dt { "Action" } dd { (i.action) }
             dt { "State" } dd { strong id="intent-state" { (i.state.as_str()) } }
             dt { "Idempotency key" } dd.mono { (i.idempotency_key) }
-            dt { "Ordering key" } dd.mono { (i.ordering_key.as_deref().unwrap_or("—")) }
+            dt { "Ordering key" } dd.mono { (i.ordering_key.as_ref().map_or("—", OrderingKey::as_str)) }
             dt { "Attempts" } dd { (i.attempt_count) " (" (i.ambiguous_attempts) " ambiguous)" }
             dt { "Next attempt at" } dd { (time(i.next_attempt_at)) }
             dt { "Deadline" } dd { (opt_time(i.deadline_at)) }

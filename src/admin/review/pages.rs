@@ -9,7 +9,10 @@ use chrono::{DateTime, Utc};
 use super::html::{age, esc, esc_opt, layout, notice, time, time_opt};
 use crate::admin::auth::Caller;
 use crate::admin::ops::ItemDetail;
-use crate::store::{AttemptRow, AuditEntry, ReconciliationItem};
+use crate::intent::TenantId;
+use crate::store::{
+    AttemptRow, AuditEntry, AuditEntryId, ReconciliationItem, ReconciliationItemId,
+};
 
 /// The sign-in form, with an optional error.
 pub(super) fn login(error: Option<&str>) -> String {
@@ -31,7 +34,7 @@ pub(super) fn queue(
     items: &[ReconciliationItem],
     now: DateTime<Utc>,
     flash: Option<String>,
-    next_after_id: Option<i64>,
+    next_after_id: Option<ReconciliationItemId>,
 ) -> String {
     let mut body = String::from("<h1>Reconciliation queue</h1>");
     body.push_str(&flash.unwrap_or_default());
@@ -51,9 +54,9 @@ pub(super) fn queue(
             body,
             "<tr id=\"item-{id}\"><td><a href=\"/review/items/{id}\">#{id}</a></td><td>{}</td><td>{}</td>\
              <td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&item.tenant),
-            esc(&item.action),
-            esc(&item.operation_id),
+            esc(item.tenant.as_str()),
+            esc(item.action.as_str()),
+            esc(item.operation_id.as_str()),
             time(item.opened_at),
             age(item.opened_at, now),
             esc(&item.reason),
@@ -95,7 +98,11 @@ pub(super) fn item(
     form: &FormState,
 ) -> String {
     let item = &d.item;
-    let mut body = format!("<h1>Item #{} &middot; {}</h1>", item.id, esc(&item.action));
+    let mut body = format!(
+        "<h1>Item #{} &middot; {}</h1>",
+        item.id,
+        esc(item.action.as_str())
+    );
     body.push_str(&flash.unwrap_or_default());
     body.push_str(&facts(d, now));
     body.push_str("<h2>Attempt history</h2>");
@@ -126,10 +133,10 @@ fn facts(d: &ItemDetail, now: DateTime<Utc>) -> String {
          <dt>Intent</dt><dd>#{} &middot; state <strong id=\"intent-state\">{}</strong> &middot; {} attempt(s) &middot; created {}</dd>\
          <dt>Why unknown</dt><dd>{}</dd><dt>Opened at</dt><dd>{} ({} ago)</dd>\
          <dt>Probe finding</dt><dd>{} <span class=\"muted\">({} probe(s), last {})</span></dd>",
-        esc(&item.tenant),
-        esc(&item.operation_id),
-        esc(&item.action),
-        esc(&item.idempotency_key),
+        esc(item.tenant.as_str()),
+        esc(item.operation_id.as_str()),
+        esc(item.action.as_str()),
+        esc(item.idempotency_key.as_str()),
         intent.id,
         intent.state,
         intent.attempt_count,
@@ -186,7 +193,7 @@ pub(super) fn attempts(rows: &[AttemptRow]) -> String {
     table
 }
 
-fn resolve_form(item_id: i64, csrf: &str, form: &FormState) -> String {
+fn resolve_form(item_id: ReconciliationItemId, csrf: &str, form: &FormState) -> String {
     let checked = |value: &str| {
         if form.resolution.as_deref() == Some(value) {
             " checked"
@@ -264,7 +271,7 @@ impl AuditForm {
 pub(super) fn audit(
     caller: &Caller,
     entries: &[AuditEntry],
-    next_before_id: Option<i64>,
+    next_before_id: Option<AuditEntryId>,
     form: &AuditForm,
 ) -> String {
     let mut body = String::from("<h1>Audit log</h1>");
@@ -297,7 +304,7 @@ pub(super) fn audit(
             time(e.at),
             esc(&e.actor),
             esc(&e.action),
-            esc_opt(e.tenant.as_deref()),
+            esc_opt(e.tenant.as_ref().map(TenantId::as_str)),
             e.intent_id.map_or_else(|| "&mdash;".to_owned(), |i| format!("#{i}")),
             esc_opt(e.note.as_deref()),
             esc(&e.details.to_string()),
