@@ -10,16 +10,19 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::{Extension, Form};
 use chrono::Utc;
+use maud::Markup;
 use serde::Deserialize;
 
-use super::html::{esc, notice};
+use super::html::notice;
 use super::pages::{self, FormState};
 use super::{expired_cookie, is_cross_site, page, redirect, session, session_cookie, Session};
 use crate::admin::auth::authenticate;
 use crate::admin::extract::IdPath;
 use crate::admin::ops::{item_detail, required_note, resolution_kind, resolve, ResolveRequest};
-use crate::admin::{AdminContext, ApiError};
-use crate::store::{resend_risk_of, AuditFilter, ReconciliationFilter, ReconciliationItemId};
+use crate::admin::{AdminContext, ApiError, Forbidden};
+use crate::store::{
+    resend_risk_of, AuditFilter, ReconciliationFilter, ReconciliationItemId, ReviewError,
+};
 
 /// Items per queue page.
 const QUEUE_PAGE: u32 = 100;
@@ -30,7 +33,7 @@ const AUDIT_PAGE: u32 = 100;
 pub(super) fn error_page(who: Option<&Session>, error: &ApiError) -> Response {
     error.log();
     let message = match error {
-        ApiError::Store(_) => match crate::api::request_id::current() {
+        _ if error.internal().is_some() => match crate::api::request_id::current() {
             Some(id) => {
                 format!("Internal error; the daemon's log has the details under request id {id}.")
             }
@@ -81,28 +84,18 @@ pub(super) async fn queue(
     page(StatusCode::OK, html)
 }
 
-/// "Item #N resolved as X" for the item a resolution redirected from (read back, in scope).
+/// The notice of the item a resolution redirected from (read back, in scope).
 async fn resolved_flash(
     ctx: &AdminContext,
     s: &Session,
     id: ReconciliationItemId,
-) -> Option<String> {
+) -> Option<Markup> {
     let item = ctx
         .store
         .get_reconciliation(id, &s.caller.scope)
         .await
         .ok()??;
-    let resolution = item.resolution?;
-    Some(notice(
-        "ok",
-        &format!(
-            "Item #{} ({} &middot; {}) resolved as <strong>{}</strong>.",
-            item.id,
-            esc(item.tenant.as_str()),
-            esc(item.operation_id.as_str()),
-            esc(&resolution),
-        ),
-    ))
+    pages::resolved_notice(&item)
 }
 
 /// `GET /review/login`: the sign-in form.
@@ -205,7 +198,7 @@ async fn render_item(
     ctx: &AdminContext,
     s: &Session,
     id: ReconciliationItemId,
-    flash: Option<String>,
+    flash: Option<Markup>,
     form: &FormState,
     status: StatusCode,
 ) -> Response {
@@ -251,11 +244,7 @@ pub(super) async fn resolve_item(
     };
     let form = form.map(|Form(f)| f).unwrap_or_default();
     if !s.csrf_matches(form.csrf.as_deref()) {
-        let refused = ApiError::Forbidden(
-            "This form has expired or did not come from this page. Reload the item and try again."
-                .into(),
-        );
-        return error_page(Some(&s), &refused);
+        return error_page(Some(&s), &Forbidden::StaleResolveForm.into());
     }
     let checked = s
         .caller
@@ -277,11 +266,14 @@ pub(super) async fn resolve_item(
     };
     match outcome {
         Ok(_) => redirect(&format!("/review/queue?resolved={id}"), None),
-        Err(ApiError::AlreadyResolved { .. }) => {
+        Err(ApiError::Review(ReviewError::AlreadyResolved { .. })) => {
             redirect(&format!("/review/items/{id}?notice=already_resolved"), None)
         }
-        Err(e @ (ApiError::Invalid { .. } | ApiError::WrongState { .. })) => {
-            let flash = notice("err", &esc(&e.to_string()));
+        Err(
+            e @ (ApiError::Invalid(_)
+            | ApiError::Review(ReviewError::Invalid(_) | ReviewError::WrongState { .. })),
+        ) => {
+            let flash = notice("err", e.to_string());
             let typed = FormState {
                 resolution: form.resolution,
                 provider_ref: form.provider_ref,

@@ -15,7 +15,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
-use maud::{html, PreEscaped};
+use maud::html;
 
 mod change;
 mod view;
@@ -29,7 +29,7 @@ use super::html::{layout, notice};
 use super::plan::{verify, PlannedLine};
 use super::{page, pages, redirect, session, Session};
 use crate::admin::ops::required_note;
-use crate::admin::{AdminContext, ApiError};
+use crate::admin::{AdminContext, ApiError, Forbidden};
 use crate::intent::{ActionName, IntentId};
 use crate::store::{
     check_cancel, redispatch_route, resend_risk_of, IntentRow, RedispatchRoute,
@@ -261,10 +261,7 @@ pub(super) async fn apply(
     };
     let pairs = pairs(&body);
     if !s.csrf_matches(Some(one(&pairs, "csrf"))) {
-        let refused = ApiError::Forbidden(
-            "This form has expired or did not come from this page. Run the dry run again.".into(),
-        );
-        return error_page(Some(&s), &refused);
+        return error_page(Some(&s), &Forbidden::StaleBulkForm.into());
     }
     let checked = s
         .caller
@@ -300,7 +297,7 @@ pub(super) async fn apply(
     let note = one(&pairs, "note");
     let confirmed = one(&pairs, "confirm_may_act_twice") == "yes";
     let refusal = match required_note(Some(note)) {
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(e.message()),
         Ok(_) if !confirmed && !twice_risk(&ctx, op, &lines).is_empty() => Some(
             "Tick the confirmation: a redispatch listed below may act twice when sent again. \
              Nothing was changed."
@@ -335,12 +332,9 @@ pub(super) async fn apply(
     let done = results.iter().filter(|r| r.is_ok()).count();
     let body = html! {
         h1 { "Done: " (op.as_str()) }
-        (PreEscaped(notice(if done == lines.len() { "ok" } else { "warn" }, &format!("{done} of {} intent(s) changed; each change is in the audit log.", lines.len()))))
+        (notice(if done == lines.len() { "ok" } else { "warn" }, format!("{done} of {} intent(s) changed; each change is in the audit log.", lines.len())))
         (line_rows(&lines, Some(&results)))
         p { a href="/review/intents" { "← Back to the intents" } " · " a href="/review/audit" { "Audit log" } }
     };
-    page(
-        StatusCode::OK,
-        layout("Bulk change", Some(&s.caller), &body.into_string()),
-    )
+    page(StatusCode::OK, layout("Bulk change", Some(&s.caller), body))
 }
