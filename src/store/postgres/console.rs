@@ -4,6 +4,7 @@
 //! runs SQL.
 
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
 use sqlx::{PgPool, Row};
 
 use super::reads::{intent_from_row, INTENT_COLUMNS};
@@ -113,7 +114,7 @@ pub(super) async fn search_intents(
            AND ($7::bigint IS NULL OR id < $7) \
          ORDER BY id DESC LIMIT $8"
     );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(s.scope.as_list())
         .bind(s.state.map(IntentState::as_str))
         .bind(s.action.as_deref())
@@ -157,7 +158,7 @@ pub(super) async fn redispatch_failed(
         "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = $1 \
          AND ($2::text[] IS NULL OR tenant = ANY($2)) FOR UPDATE"
     );
-    let row = sqlx::query(&sql)
+    let row = sqlx::query(AssertSqlSafe(sql))
         .bind(r.intent_id)
         .bind(r.scope.as_list())
         .fetch_optional(&mut *tx)
@@ -184,7 +185,7 @@ pub(super) async fn redispatch_failed(
         .execute(&mut *tx)
         .await?;
     let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = $1");
-    let updated = sqlx::query(&sql)
+    let updated = sqlx::query(AssertSqlSafe(sql))
         .bind(r.intent_id)
         .fetch_one(&mut *tx)
         .await?;

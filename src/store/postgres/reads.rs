@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
+use sqlx::AssertSqlSafe;
 use sqlx::{PgPool, Row};
 
 use crate::intent::{
@@ -73,7 +74,10 @@ pub(super) async fn get_intent(
     id: IntentId,
 ) -> Result<Option<IntentRow>, StoreError> {
     let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = $1");
-    let row = sqlx::query(&sql).bind(id).fetch_optional(pool).await?;
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(pool)
+        .await?;
     row.as_ref().map(intent_from_row).transpose()
 }
 
@@ -85,7 +89,7 @@ pub(super) async fn find_intent(
     let sql = format!(
         "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE tenant = $1 AND operation_id = $2"
     );
-    let row = sqlx::query(&sql)
+    let row = sqlx::query(AssertSqlSafe(sql))
         .bind(tenant.as_str())
         .bind(operation_id.as_str())
         .fetch_optional(pool)
@@ -104,7 +108,7 @@ pub(super) async fn list_intents(
            AND id > $5 \
          ORDER BY id LIMIT $6"
     );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(f.tenants.as_ref())
         .bind(f.state.map(IntentState::as_str))
         .bind(f.action.as_deref())

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
+use sqlx::AssertSqlSafe;
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::reads::{intent_from_row, INTENT_COLUMNS};
@@ -51,7 +52,7 @@ pub(super) async fn list_reconciliation(
          AND ($4::timestamptz IS NULL OR r.opened_at < $4) AND r.id > $5 \
          ORDER BY r.opened_at, r.id LIMIT $6"
     );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(f.scope.as_list())
         .bind(f.open_only)
         .bind(f.action.as_deref())
@@ -70,7 +71,7 @@ pub(super) async fn get_reconciliation(
 ) -> Result<Option<ReconciliationItem>, StoreError> {
     let sql =
         format!("{ITEM_SELECT} WHERE r.id = $1 AND ($2::text[] IS NULL OR r.tenant = ANY($2))");
-    let row = sqlx::query(&sql)
+    let row = sqlx::query(AssertSqlSafe(sql))
         .bind(id)
         .bind(scope.as_list())
         .fetch_optional(pool)
@@ -83,7 +84,10 @@ pub(super) async fn reconciliation_for_intent(
     intent_id: IntentId,
 ) -> Result<Vec<ReconciliationItem>, StoreError> {
     let sql = format!("{ITEM_SELECT} WHERE r.intent_id = $1 ORDER BY r.opened_at, r.id");
-    let rows = sqlx::query(&sql).bind(intent_id).fetch_all(pool).await?;
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(intent_id)
+        .fetch_all(pool)
+        .await?;
     rows.iter().map(item_from_row).collect()
 }
 
@@ -191,7 +195,7 @@ pub(super) async fn resolve_reconciliation(
     let intent_id = close_item(&mut tx, r).await?;
     let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = $1 FOR UPDATE");
     let intent = intent_from_row(
-        &sqlx::query(&sql)
+        &sqlx::query(AssertSqlSafe(sql))
             .bind(intent_id)
             .fetch_one(&mut *tx)
             .await?,
@@ -216,7 +220,7 @@ pub(super) async fn cancel_intent(
         "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = $1 \
          AND ($2::text[] IS NULL OR tenant = ANY($2)) FOR UPDATE"
     );
-    let row = sqlx::query(&sql)
+    let row = sqlx::query(AssertSqlSafe(sql))
         .bind(c.intent_id)
         .bind(c.scope.as_list())
         .fetch_optional(&mut *tx)

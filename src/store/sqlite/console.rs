@@ -3,6 +3,7 @@
 //! intent. The rules come from [`crate::store::console`]; this module binds and runs SQL.
 
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
 use sqlx::{Row, SqlitePool};
 
 use super::reads::{intent_from_row, INTENT_COLUMNS};
@@ -113,7 +114,7 @@ pub(super) async fn search_intents(
            AND (?7 IS NULL OR id < ?7) \
          ORDER BY id DESC LIMIT ?8"
     );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(scope_json(&s.scope))
         .bind(s.state.map(IntentState::as_str))
         .bind(s.action.as_deref())
@@ -157,7 +158,7 @@ pub(super) async fn redispatch_failed(
         "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1 \
          AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))"
     );
-    let row = sqlx::query(&sql)
+    let row = sqlx::query(AssertSqlSafe(sql))
         .bind(r.intent_id)
         .bind(scope_json(&r.scope))
         .fetch_optional(&mut *tx)
@@ -181,7 +182,7 @@ pub(super) async fn redispatch_failed(
     )
     .await?;
     let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1");
-    let updated = sqlx::query(&sql)
+    let updated = sqlx::query(AssertSqlSafe(sql))
         .bind(r.intent_id)
         .fetch_one(&mut *tx)
         .await?;

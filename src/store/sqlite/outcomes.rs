@@ -4,6 +4,7 @@
 //! became unknown. The batch travels as one JSON array.
 
 use serde_json::json;
+use sqlx::AssertSqlSafe;
 use sqlx::SqlitePool;
 
 use super::ms;
@@ -102,13 +103,13 @@ pub(super) async fn record_outcomes(
     let now = ms(first.now);
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     if outcomes.iter().any(|o| o.attempt.is_some()) {
-        sqlx::query(&record_attempts_sql())
+        sqlx::query(AssertSqlSafe(record_attempts_sql()))
             .bind(&batch)
             .bind(now)
             .execute(&mut *tx)
             .await?;
     }
-    let applied: Vec<IntentId> = sqlx::query_scalar(&record_intents_sql())
+    let applied: Vec<IntentId> = sqlx::query_scalar(AssertSqlSafe(record_intents_sql()))
         .bind(&batch)
         .bind(now)
         .fetch_all(&mut *tx)
@@ -119,7 +120,7 @@ pub(super) async fn record_outcomes(
             .any(|o| matches!(o.transition, Transition::Unknown { .. }))
     {
         let applied_json = serde_json::to_string(&applied).unwrap_or_else(|_| "[]".into());
-        sqlx::query(&open_items_sql())
+        sqlx::query(AssertSqlSafe(open_items_sql()))
             .bind(&batch)
             .bind(now)
             .bind(&applied_json)

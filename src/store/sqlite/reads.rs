@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
+use sqlx::AssertSqlSafe;
 use sqlx::{Row, SqlitePool};
 
 use super::{from_ms, ms};
@@ -78,7 +79,10 @@ pub(super) async fn get_intent(
     id: IntentId,
 ) -> Result<Option<IntentRow>, StoreError> {
     let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1");
-    let row = sqlx::query(&sql).bind(id).fetch_optional(pool).await?;
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(pool)
+        .await?;
     row.as_ref().map(intent_from_row).transpose()
 }
 
@@ -90,7 +94,7 @@ pub(super) async fn find_intent(
     let sql = format!(
         "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE tenant = ?1 AND operation_id = ?2"
     );
-    let row = sqlx::query(&sql)
+    let row = sqlx::query(AssertSqlSafe(sql))
         .bind(tenant.as_str())
         .bind(operation_id.as_str())
         .fetch_optional(pool)
@@ -113,7 +117,7 @@ pub(super) async fn list_intents(
         .tenants
         .as_ref()
         .map(|t| serde_json::to_string(t).unwrap_or_else(|_| "[]".into()));
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(tenants)
         .bind(f.state.map(IntentState::as_str))
         .bind(f.action.as_deref())

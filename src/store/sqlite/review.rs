@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
+use sqlx::AssertSqlSafe;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::reads::{intent_from_row, INTENT_COLUMNS};
@@ -63,7 +64,7 @@ pub(super) async fn list_reconciliation(
          AND (?4 IS NULL OR r.opened_at < ?4) AND r.id > ?5 \
          ORDER BY r.opened_at, r.id LIMIT ?6"
     );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(scope_json(&f.scope))
         .bind(f.open_only)
         .bind(f.action.as_deref())
@@ -83,7 +84,7 @@ pub(super) async fn get_reconciliation(
     let sql = format!(
         "{ITEM_SELECT} WHERE r.id = ?1 AND (?2 IS NULL OR r.tenant IN (SELECT value FROM json_each(?2)))"
     );
-    let row = sqlx::query(&sql)
+    let row = sqlx::query(AssertSqlSafe(sql))
         .bind(id)
         .bind(scope_json(scope))
         .fetch_optional(pool)
@@ -96,7 +97,10 @@ pub(super) async fn reconciliation_for_intent(
     intent_id: IntentId,
 ) -> Result<Vec<ReconciliationItem>, StoreError> {
     let sql = format!("{ITEM_SELECT} WHERE r.intent_id = ?1 ORDER BY r.opened_at, r.id");
-    let rows = sqlx::query(&sql).bind(intent_id).fetch_all(pool).await?;
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(intent_id)
+        .fetch_all(pool)
+        .await?;
     rows.iter().map(item_from_row).collect()
 }
 
@@ -195,7 +199,7 @@ pub(super) async fn resolve_reconciliation(
     let intent_id = close_item(&mut tx, r).await?;
     let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1");
     let intent = intent_from_row(
-        &sqlx::query(&sql)
+        &sqlx::query(AssertSqlSafe(sql))
             .bind(intent_id)
             .fetch_one(&mut *tx)
             .await?,
@@ -220,7 +224,7 @@ pub(super) async fn cancel_intent(
         "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1 \
          AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))"
     );
-    let row = sqlx::query(&sql)
+    let row = sqlx::query(AssertSqlSafe(sql))
         .bind(c.intent_id)
         .bind(scope_json(&c.scope))
         .fetch_optional(&mut *tx)
