@@ -20,10 +20,10 @@ use super::auth::Caller;
 use super::extract::{non_empty, parse_limit, parse_older_than, ApiJson};
 use super::ops::{required_note, resolve, ResolveRequest};
 use super::{AdminContext, ApiError};
-use crate::intent::IntentState;
+use crate::intent::{ActionName, IntentId, IntentState, OperationId, TenantId};
 use crate::store::{
-    resend_risk_of, NewAuditEntry, ReconciliationFilter, ReconciliationItem, ResolutionKind,
-    ReviewError, TenantScope, CONFIRM_FIELD,
+    resend_risk_of, NewAuditEntry, ReconciliationFilter, ReconciliationItem, ReconciliationItemId,
+    ResolutionKind, ReviewError, TenantScope, CONFIRM_FIELD,
 };
 
 /// Default number of items one run looks at.
@@ -41,7 +41,7 @@ pub(crate) struct BulkBody {
     dry_run: bool,
     note: Option<String>,
     limit: Option<u32>,
-    item_ids: Option<Vec<i64>>,
+    item_ids: Option<Vec<ReconciliationItemId>>,
     #[serde(default)]
     confirm_may_act_twice: bool,
 }
@@ -53,21 +53,21 @@ struct BulkFilter {
     tenant: Option<String>,
     opened_before: Option<DateTime<Utc>>,
     limit: u32,
-    item_ids: Option<Vec<i64>>,
+    item_ids: Option<Vec<ReconciliationItemId>>,
 }
 
 /// One item of the report.
 #[derive(Debug, Clone, Serialize)]
 struct BulkItem {
-    item_id: i64,
+    item_id: ReconciliationItemId,
     #[serde(skip_serializing_if = "Option::is_none")]
-    intent_id: Option<i64>,
+    intent_id: Option<IntentId>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tenant: Option<String>,
+    tenant: Option<TenantId>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    operation_id: Option<String>,
+    operation_id: Option<OperationId>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    action: Option<String>,
+    action: Option<ActionName>,
     #[serde(skip_serializing_if = "Option::is_none")]
     opened_at: Option<DateTime<Utc>>,
     /// `would_redispatch` (dry run), `redispatched`, `already_resolved`, `wrong_state`,
@@ -95,7 +95,7 @@ impl BulkItem {
         }
     }
 
-    fn missing(item_id: i64) -> Self {
+    fn missing(item_id: ReconciliationItemId) -> Self {
         Self {
             item_id,
             intent_id: None,
@@ -197,7 +197,7 @@ async fn select(
 /// do match: resolving them reports who was first).
 fn matches_filter(item: &ReconciliationItem, filter: &BulkFilter) -> bool {
     let action_ok = match &filter.action {
-        Some(action) => *action == item.action,
+        Some(action) => item.action == action.as_str(),
         None => true,
     };
     let age_ok = match filter.opened_before {
@@ -308,7 +308,7 @@ async fn audit_run(
     note: &str,
 ) -> Result<(), ApiError> {
     let run_id = format!("{:016x}", rand::random::<u64>());
-    let mut by_tenant: BTreeMap<&str, Vec<&BulkItem>> = BTreeMap::new();
+    let mut by_tenant: BTreeMap<&TenantId, Vec<&BulkItem>> = BTreeMap::new();
     for line in report {
         if let Some(tenant) = &line.tenant {
             by_tenant.entry(tenant).or_default().push(line);
@@ -326,7 +326,7 @@ async fn audit_run(
         let entry = NewAuditEntry {
             actor: caller.name.clone(),
             action: "reconciliation.bulk_redispatch".into(),
-            tenant: Some(tenant.to_owned()),
+            tenant: Some(tenant.clone()),
             intent_id: None,
             details,
             note: Some(note.to_owned()),

@@ -46,14 +46,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// A numeric id in the path; anything else is `404` (no such thing can exist).
-pub(crate) struct IdPath(pub i64);
+/// A numeric id in the path (an [`crate::intent::IntentId`], a
+/// [`crate::store::ReconciliationItemId`]); anything else is `404` (no such thing can exist).
+pub(crate) struct IdPath<T>(pub T);
 
-impl<S: Send + Sync> FromRequestParts<S> for IdPath {
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for IdPath<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Path::<i64>::from_request_parts(parts, state)
+        Path::<T>::from_request_parts(parts, state)
             .await
             .map(|Path(id)| IdPath(id))
             .map_err(|_: PathRejection| ApiError::NotFound)

@@ -17,6 +17,7 @@ use super::extract::{
 };
 use super::ops::{intent_detail, required_note};
 use super::{AdminContext, ApiError, Forbidden};
+use crate::intent::{IntentId, TenantId};
 use crate::producer::{Enqueued, NewIntent};
 use crate::store::{Cancellation, CommittedEnqueueError, Database, IntentFilter, NewAuditEntry};
 
@@ -28,7 +29,7 @@ pub(crate) struct IntentQuery {
     state: Option<String>,
     action: Option<String>,
     older_than: Option<String>,
-    after_id: Option<i64>,
+    after_id: Option<IntentId>,
     limit: Option<u32>,
 }
 
@@ -60,7 +61,7 @@ pub(crate) async fn list_intents(
 pub(crate) async fn show_intent(
     State(ctx): State<AdminContext>,
     caller: Caller,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<IntentId>,
 ) -> Result<Json<Value>, ApiError> {
     let detail = intent_detail(&ctx, &caller, id).await?;
     Ok(Json(json!(detail)))
@@ -77,7 +78,7 @@ pub(crate) struct CancelBody {
 pub(crate) async fn cancel_intent(
     State(ctx): State<AdminContext>,
     caller: Caller,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<IntentId>,
     ApiJson(body): ApiJson<CancelBody>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_operator()?;
@@ -161,7 +162,8 @@ fn enqueue_audit(caller: &Caller, intent: &NewIntent) -> NewAuditEntry {
     NewAuditEntry {
         actor: caller.name.clone(),
         action: "intent.enqueue".into(),
-        tenant: Some(intent.tenant.clone()),
+        // Written only once the enqueue succeeded, so the tenant is valid by then.
+        tenant: TenantId::parse(intent.tenant.clone()).ok(),
         intent_id: None,
         details: json!({
             "operation_id": intent.operation_id,

@@ -9,7 +9,8 @@ use super::auth::Caller;
 use super::{AdminContext, ApiError};
 use crate::intent::IntentId;
 use crate::store::{
-    AttemptRow, IntentDetail, IntentRow, ReconciliationItem, Resolution, ResolutionKind,
+    AttemptRow, IntentDetail, IntentRow, ReconciliationItem, ReconciliationItemId, Resolution,
+    ResolutionKind,
 };
 
 /// A reconciliation item with the intent it is about and that intent's attempts.
@@ -33,7 +34,7 @@ pub(crate) async fn intent_detail(
         .store
         .get_intent(id)
         .await?
-        .filter(|i| caller.scope.allows(&i.tenant))
+        .filter(|i| caller.scope.allows(i.tenant.as_str()))
         .ok_or(ApiError::NotFound)?;
     let attempts = ctx.store.list_attempts(id).await?;
     let reconciliation = ctx.store.reconciliation_for_intent(id).await?;
@@ -48,7 +49,7 @@ pub(crate) async fn intent_detail(
 pub(crate) async fn item_detail(
     ctx: &AdminContext,
     caller: &Caller,
-    item_id: i64,
+    item_id: ReconciliationItemId,
 ) -> Result<ItemDetail, ApiError> {
     let item = ctx
         .store
@@ -136,7 +137,7 @@ impl ResolveRequest {
 pub(crate) async fn resolve(
     ctx: &AdminContext,
     caller: &Caller,
-    item_id: i64,
+    item_id: ReconciliationItemId,
     request: ResolveRequest,
 ) -> Result<ReconciliationItem, ApiError> {
     caller.require_operator()?;

@@ -13,7 +13,7 @@ use super::extract::{
 };
 use super::ops::{item_detail, required_note, resolution_kind, resolve, ResolveRequest};
 use super::{AdminContext, ApiError};
-use crate::store::ReconciliationFilter;
+use crate::store::{AuditEntryId, ReconciliationFilter, ReconciliationItemId};
 
 /// Query of `GET /v1/reconciliation`.
 #[derive(Debug, Deserialize)]
@@ -22,7 +22,7 @@ pub(crate) struct QueueQuery {
     tenant: Option<String>,
     action: Option<String>,
     older_than: Option<String>,
-    after_id: Option<i64>,
+    after_id: Option<ReconciliationItemId>,
     limit: Option<u32>,
 }
 
@@ -54,7 +54,7 @@ pub(crate) async fn list_reconciliation(
 pub(crate) async fn show_reconciliation(
     State(ctx): State<AdminContext>,
     caller: Caller,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<ReconciliationItemId>,
 ) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!(item_detail(&ctx, &caller, id).await?)))
 }
@@ -77,7 +77,7 @@ pub(crate) struct ResolveBody {
 pub(crate) async fn resolve_item(
     State(ctx): State<AdminContext>,
     caller: Caller,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<ReconciliationItemId>,
     ApiJson(body): ApiJson<ResolveBody>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_operator()?;
@@ -92,7 +92,7 @@ pub(crate) async fn resolve_item(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AuditQuery {
-    before_id: Option<i64>,
+    before_id: Option<AuditEntryId>,
     limit: Option<u32>,
 }
 

@@ -87,8 +87,8 @@ impl Evidence {
         let safety = intents
             .iter()
             .filter_map(|i| {
-                let a = actions.get(&i.action)?;
-                Some((i.action.clone(), a.retry_safety))
+                let a = actions.get(i.action.as_str())?;
+                Some((i.action.to_string(), a.retry_safety))
             })
             .collect();
         Ok(Evidence {
@@ -146,7 +146,7 @@ impl Evidence {
         let empty = KeyLog::default();
         for intent in &self.intents {
             let log = logs.get(intent.idempotency_key.as_str()).unwrap_or(&empty);
-            let safety = self.safety.get(&intent.action).copied();
+            let safety = self.safety.get(intent.action.as_str()).copied();
             let open = self.open_reconciliation.contains(&intent.id);
             check_intent(&mut report, intent, safety, log, open, settled, now);
         }

@@ -3,7 +3,8 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::intent::IntentState;
+use crate::intent::{IntentId, IntentState};
+use crate::store::ReconciliationItemId;
 
 /// Operator commands that work on the database directly (every tenant; no admin server).
 #[derive(Debug, Subcommand)]
@@ -74,7 +75,7 @@ pub enum ReconcileCommand {
         action: Option<String>,
         /// Only item ids greater than this (paging).
         #[arg(long)]
-        after: Option<i64>,
+        after: Option<ReconciliationItemId>,
         /// At most this many items.
         #[arg(long, default_value_t = 50)]
         limit: u32,
@@ -82,7 +83,7 @@ pub enum ReconcileCommand {
     /// One item with its intent and full attempt history.
     Show {
         /// The reconciliation item id.
-        id: i64,
+        id: ReconciliationItemId,
     },
     /// Resolve an item: delivered (with the provider's reference), redispatch (send again
     /// with the same idempotency key) or abandoned.
@@ -104,7 +105,7 @@ pub enum ResolveAs {
 #[derive(Debug, Args)]
 pub struct ResolveArgs {
     /// The reconciliation item id.
-    pub id: i64,
+    pub id: ReconciliationItemId,
     /// The resolution.
     #[arg(long = "as", value_enum)]
     pub resolution: ResolveAs,
@@ -141,7 +142,7 @@ pub enum IntentsCommand {
         action: Option<String>,
         /// Only ids greater than this (paging).
         #[arg(long)]
-        after: Option<i64>,
+        after: Option<IntentId>,
         /// At most this many intents.
         #[arg(long, default_value_t = 50)]
         limit: u32,
@@ -149,12 +150,12 @@ pub enum IntentsCommand {
     /// One intent with its attempts and reconciliation items.
     Show {
         /// The intent id.
-        id: i64,
+        id: IntentId,
     },
     /// Cancel a pending intent (terminal `cancelled`).
     Cancel {
         /// The intent id.
-        id: i64,
+        id: IntentId,
         /// Why (required; recorded in the audit log).
         #[arg(long)]
         note: String,

@@ -5,7 +5,7 @@ use chrono::Utc;
 use super::args::{actor_or_default, IntentsCommand};
 use super::render::{attempts_table, intent_block, intents_table, items_table};
 use super::{print_json, CommandError, Subject, SCOPE};
-use crate::intent::IntentState;
+use crate::intent::{IntentId, IntentState};
 use crate::store::{Cancellation, Database, IntentDetail, IntentFilter};
 
 /// Runs one `intents` subcommand.
@@ -59,7 +59,7 @@ async fn list(db: &Database, filter: &IntentFilter, json: bool) -> Result<(), Co
     Ok(())
 }
 
-async fn show(db: &Database, id: i64, json: bool) -> Result<(), CommandError> {
+async fn show(db: &Database, id: IntentId, json: bool) -> Result<(), CommandError> {
     let store = db.store();
     let intent = store
         .get_intent(id)
@@ -94,7 +94,7 @@ async fn show(db: &Database, id: i64, json: bool) -> Result<(), CommandError> {
 
 async fn cancel(
     db: &Database,
-    id: i64,
+    id: IntentId,
     note: &str,
     actor: Option<&str>,
     json: bool,

@@ -10,8 +10,8 @@ use super::render::{attempts_table, intent_block, item_block, items_table};
 use super::{print_json, CommandError, Subject, SCOPE};
 use crate::config::{resend_policies, Config};
 use crate::store::{
-    AttemptRow, Database, IntentRow, ReconciliationFilter, ReconciliationItem, ResendApproval,
-    Resolution, ResolutionKind, TenantScope,
+    AttemptRow, Database, IntentRow, ReconciliationFilter, ReconciliationItem,
+    ReconciliationItemId, ResendApproval, Resolution, ResolutionKind, TenantScope,
 };
 
 /// Runs one `reconcile` subcommand.
@@ -73,7 +73,7 @@ struct ItemDetail {
     attempts: Vec<AttemptRow>,
 }
 
-async fn show(db: &Database, id: i64, json: bool) -> Result<(), CommandError> {
+async fn show(db: &Database, id: ReconciliationItemId, json: bool) -> Result<(), CommandError> {
     let store = db.store();
     let item = store
         .get_reconciliation(id, &SCOPE)

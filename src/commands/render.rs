@@ -12,11 +12,11 @@ const CELL: usize = 60;
 /// The facts of one intent.
 pub fn intent_block(intent: &IntentRow, now: DateTime<Utc>) -> String {
     let mut pairs = vec![
-        ("tenant", intent.tenant.clone()),
-        ("operation", intent.operation_id.clone()),
-        ("action", intent.action.clone()),
+        ("tenant", intent.tenant.to_string()),
+        ("operation", intent.operation_id.to_string()),
+        ("action", intent.action.to_string()),
         ("state", intent.state.as_str().to_owned()),
-        ("idempotency key", intent.idempotency_key.clone()),
+        ("idempotency key", intent.idempotency_key.to_string()),
         ("payload sha256", intent.payload_sha256.clone()),
         ("attempts", attempt_counts(intent)),
         ("enqueued", time_ago(intent.created_at, now)),
@@ -26,7 +26,7 @@ pub fn intent_block(intent: &IntentRow, now: DateTime<Utc>) -> String {
         pairs.push(("deadline", deadline(at, now)));
     }
     if let Some(key) = &intent.ordering_key {
-        pairs.push(("ordering key", key.clone()));
+        pairs.push(("ordering key", key.to_string()));
     }
     if let Some(at) = intent.finished_at {
         pairs.push(("finished", time_ago(at, now)));
@@ -98,8 +98,8 @@ pub fn item_block(item: &ReconciliationItem, now: DateTime<Utc>) -> String {
                 item.intent_id, item.tenant, item.operation_id
             ),
         ),
-        ("action", item.action.clone()),
-        ("idempotency key", item.idempotency_key.clone()),
+        ("action", item.action.to_string()),
+        ("idempotency key", item.idempotency_key.to_string()),
         ("opened", time_ago(item.opened_at, now)),
         ("reason", item.reason.clone()),
     ];
@@ -149,9 +149,9 @@ pub fn items_table(items: &[ReconciliationItem], now: DateTime<Utc>) -> String {
         table.row(vec![
             item.id.to_string(),
             item.intent_id.to_string(),
-            item.tenant.clone(),
-            item.operation_id.clone(),
-            item.action.clone(),
+            item.tenant.to_string(),
+            item.operation_id.to_string(),
+            item.action.to_string(),
             super::table::age(item.opened_at, now),
             status,
             short(text, CELL),
@@ -181,9 +181,9 @@ pub fn intents_table(intents: &[IntentRow], now: DateTime<Utc>) -> String {
             .unwrap_or("");
         table.row(vec![
             i.id.to_string(),
-            i.tenant.clone(),
-            i.operation_id.clone(),
-            i.action.clone(),
+            i.tenant.to_string(),
+            i.operation_id.to_string(),
+            i.action.to_string(),
             i.state.as_str().to_owned(),
             i.attempt_count.to_string(),
             or_dash(i.deadline_at.map(time)),
@@ -205,7 +205,7 @@ pub fn audit_table(entries: &[AuditEntry]) -> String {
             time(e.at),
             e.actor.clone(),
             e.action.clone(),
-            or_dash(e.tenant.as_deref()),
+            or_dash(e.tenant.as_ref()),
             or_dash(e.intent_id),
             short(e.note.as_deref().unwrap_or("-"), CELL),
             e.details.to_string(),
@@ -221,6 +221,7 @@ pub fn indent(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
     use chrono::TimeZone;
 
     use super::*;
@@ -229,14 +230,14 @@ mod tests {
     fn intent(deadline_at: Option<DateTime<Utc>>) -> IntentRow {
         let at = Utc.with_ymd_and_hms(2030, 1, 1, 12, 0, 0).unwrap();
         IntentRow {
-            id: 7,
-            tenant: "acme".into(),
-            operation_id: "op-1".into(),
-            action: "issue_refund".into(),
+            id: IntentId::new(7),
+            tenant: TenantId::parse("acme").unwrap(),
+            operation_id: OperationId::parse("op-1").unwrap(),
+            action: ActionName::parse("issue_refund").unwrap(),
             payload_version: 1,
             payload: serde_json::json!({}),
             payload_sha256: "00".into(),
-            idempotency_key: "key".into(),
+            idempotency_key: IdempotencyKey::parse("key").unwrap(),
             ordering_key: None,
             state: IntentState::Pending,
             attempt_count: 0,

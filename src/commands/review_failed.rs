@@ -8,7 +8,7 @@ use std::fmt;
 
 use super::ExitKind;
 use crate::intent::IntentId;
-use crate::store::{ReviewError, CONFIRM_FIELD};
+use crate::store::{ReconciliationItemId, ReviewError, CONFIRM_FIELD};
 
 /// What a command was about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +16,7 @@ pub enum Subject {
     /// A reconciliation item, and its intent when the command knew it.
     Item {
         /// The item.
-        item_id: i64,
+        item_id: ReconciliationItemId,
         /// Its intent.
         intent_id: Option<IntentId>,
     },
@@ -35,7 +35,7 @@ impl fmt::Display for Subject {
 
 impl Subject {
     /// Reconciliation item `item_id` (its intent not looked up).
-    pub fn item(item_id: i64) -> Self {
+    pub fn item(item_id: ReconciliationItemId) -> Self {
         Subject::Item {
             item_id,
             intent_id: None,
@@ -131,8 +131,8 @@ mod tests {
     use crate::store::StoreError;
 
     const ITEM: Subject = Subject::Item {
-        item_id: 7,
-        intent_id: Some(42),
+        item_id: ReconciliationItemId::new(7),
+        intent_id: Some(IntentId::new(42)),
     };
 
     /// Each store error about a subject → the exit code and the whole printed message.
@@ -146,7 +146,7 @@ mod tests {
                 "no reconciliation item 7",
             ),
             (
-                Subject::Intent(42),
+                Subject::Intent(IntentId::new(42)),
                 ReviewError::NotFound,
                 ExitKind::NotFound,
                 "no intent 42",
@@ -163,7 +163,7 @@ mod tests {
                  2024-05-01 12:00:00 UTC; nothing changed",
             ),
             (
-                Subject::Intent(42),
+                Subject::Intent(IntentId::new(42)),
                 ReviewError::WrongState {
                     state: "delivered".into(),
                     what: "only a pending intent can be cancelled",
@@ -181,7 +181,7 @@ mod tests {
                 "intent 42 is unknown: changed since the dry run; not applied; nothing changed",
             ),
             (
-                Subject::item(7),
+                Subject::item(ReconciliationItemId::new(7)),
                 ReviewError::WrongState {
                     state: "unknown".into(),
                     what: "changed since the dry run; not applied",

@@ -56,7 +56,7 @@ pub(super) async fn concurrent_retries(d: &mut Demo<'_>) -> Result<(), DemoError
     ))?;
     let row = d.intent(id).await?;
     Demo::expect_state(&row, IntentState::Delivered)?;
-    let key = &row.idempotency_key;
+    let key = row.idempotency_key.as_str();
     d.n.say(format!(
         "the provider saw {} request(s) and applied {} effect(s) with its key",
         d.provider.request_count_for_key(key),

@@ -52,7 +52,7 @@ impl Demo<'_> {
             ))?;
         }
         let row = self.intent(id).await?;
-        let key = &row.idempotency_key;
+        let key = row.idempotency_key.as_str();
         self.n.say(format!(
             "intent #{id} is now {}; the provider has seen {} request(s) and applied {} effect(s) with its key",
             row.state,

@@ -31,7 +31,7 @@ pub(super) async fn print(d: &mut Demo<'_>) -> Result<CheckReport, DemoError> {
         "key", "operation", "action", "requests", "effects"
     ))?;
     for intent in &intents {
-        let key = &intent.idempotency_key;
+        let key = intent.idempotency_key.as_str();
         let refs = references.get(key).cloned().unwrap_or_default();
         d.n.raw(format!(
             "  {:<16} {:<26} {:<18} {:>8} {:>7}  {}",

@@ -25,7 +25,7 @@ pub async fn deliver(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeR
     if let Some(reason) = unsafe_to_send(action, intent, now) {
         return not_sent_now(intent, Transition::Unknown { reason });
     }
-    let span = info_span!("attempt", intent_id = intent.id, tenant = %intent.tenant,
+    let span = info_span!("attempt", intent_id = intent.id.get(), tenant = %intent.tenant,
         action = %intent.action, attempt = intent.attempt_count, class = field::Empty,
         http_status = field::Empty);
     async {
@@ -34,10 +34,10 @@ pub async fn deliver(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeR
         let path = render_path(
             &action.path,
             PathFields {
-                tenant: &intent.tenant,
-                operation_id: &intent.operation_id,
-                idempotency_key: &intent.idempotency_key,
-                intent_id: intent.id,
+                tenant: intent.tenant.as_str(),
+                operation_id: intent.operation_id.as_str(),
+                idempotency_key: intent.idempotency_key.as_str(),
+                intent_id: intent.id.get(),
             },
         );
         let request = DeliveryRequest::json(
@@ -97,7 +97,7 @@ pub fn after_lease_expiry(action: &ActionRuntime, intent: &ClaimedIntent) -> Out
     // The expired attempt is already counted in `ambiguous_attempts`; judge it as "this one".
     history.ambiguous_attempts -= 1;
     let transition = transition_after(action, &history, &classified, started);
-    tracing::warn!(intent_id = intent.id, tenant = %intent.tenant, action = %intent.action,
+    tracing::warn!(intent_id = intent.id.get(), tenant = %intent.tenant, action = %intent.action,
         ?transition, "lease expired mid-attempt; treated as an ambiguous attempt");
     OutcomeRecord {
         intent_id: intent.id,
@@ -230,7 +230,7 @@ fn not_sent_now(intent: &ClaimedIntent, transition: Transition) -> OutcomeRecord
         Transition::Failed { reason } | Transition::Unknown { reason } => reason.clone(),
         Transition::Delivered { .. } | Transition::RetryAt { .. } => String::new(),
     };
-    let span = info_span!("attempt", intent_id = intent.id, tenant = %intent.tenant,
+    let span = info_span!("attempt", intent_id = intent.id.get(), tenant = %intent.tenant,
         action = %intent.action, attempt = intent.attempt_count, class = "not_sent");
     span.in_scope(|| {
         let classified = Classified {
@@ -262,17 +262,18 @@ fn not_sent_now(intent: &ClaimedIntent, transition: Transition) -> OutcomeRecord
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
 
     fn claim(base: i32, attempt: i32, confirmed: Option<i32>) -> ClaimedIntent {
         let at = chrono::DateTime::from_timestamp(1_900_000_000, 0).unwrap();
         ClaimedIntent {
-            id: 1,
-            tenant: "acme".into(),
-            operation_id: "op".into(),
-            action: "issue_refund".into(),
+            id: IntentId::new(1),
+            tenant: TenantId::parse("acme").unwrap(),
+            operation_id: OperationId::parse("op").unwrap(),
+            action: ActionName::parse("issue_refund").unwrap(),
             payload: serde_json::json!({}),
             payload_version: 1,
-            idempotency_key: "k".into(),
+            idempotency_key: IdempotencyKey::parse("k").unwrap(),
             attempt_count: attempt,
             ambiguous_attempts: 1,
             fencing_token: 1,

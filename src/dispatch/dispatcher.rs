@@ -222,7 +222,7 @@ impl Dispatcher {
     }
 
     pub(super) fn after_expiry(&self, intent: &ClaimedIntent) -> Finished {
-        match self.actions.get(&intent.action) {
+        match self.actions.get(intent.action.as_str()) {
             Some(action) => Finished::Outcome(attempt::after_lease_expiry(action, intent)),
             // No configuration left for the action: nobody may judge it safe to resend.
             None => Finished::Outcome(OutcomeRecord {
@@ -249,12 +249,12 @@ impl Dispatcher {
         intent: ClaimedIntent,
         lease_expiry: Instant,
     ) -> Finished {
-        let action = self.actions.get(&intent.action);
+        let action = self.actions.get(intent.action.as_str());
         let short = action.and_then(|a| {
             lease::lease_too_short(lease_expiry, Instant::now(), a.client.request_timeout())
         });
         if let Some(reason) = short {
-            tracing::warn!(intent_id = intent.id, tenant = %intent.tenant,
+            tracing::warn!(intent_id = intent.id.get(), tenant = %intent.tenant,
                 action = %intent.action, %reason, "lease too short to send; released");
             return Finished::Release(Release {
                 intent_id: intent.id,
@@ -325,7 +325,7 @@ impl Dispatcher {
                 (RecordResult::Fenced, _) => {
                     report.fenced += 1;
                     tracing::warn!(
-                        intent_id = outcome.intent_id,
+                        intent_id = outcome.intent_id.get(),
                         "lease lost before the outcome was recorded; the new owner decides"
                     );
                 }

@@ -101,6 +101,7 @@ impl TenantTurns {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
 
     fn claimed(tenants: &[&str]) -> Vec<ClaimedIntent> {
         let now = chrono::Utc::now();
@@ -108,13 +109,13 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, t)| ClaimedIntent {
-                id: i as i64,
-                tenant: (*t).to_owned(),
-                operation_id: format!("op-{i}"),
-                action: "a".to_owned(),
+                id: IntentId::new(i as i64),
+                tenant: TenantId::parse(*t).unwrap(),
+                operation_id: OperationId::parse(format!("op-{i}")).unwrap(),
+                action: ActionName::parse("a").unwrap(),
                 payload: serde_json::json!({}),
                 payload_version: 1,
-                idempotency_key: "k".to_owned(),
+                idempotency_key: IdempotencyKey::parse("k").unwrap(),
                 attempt_count: 1,
                 ambiguous_attempts: 0,
                 fencing_token: 1,
@@ -224,7 +225,7 @@ mod tests {
             if claim >= 10 {
                 assert_eq!(share.per_tenant, 3);
                 for intent in &taken {
-                    *counts.entry(intent.tenant.clone()).or_default() += 1;
+                    *counts.entry(intent.tenant.to_string()).or_default() += 1;
                 }
             }
         }

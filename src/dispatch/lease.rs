@@ -49,6 +49,7 @@ fn millis(d: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
     use chrono::{TimeZone, Utc};
 
     use super::*;
@@ -56,13 +57,13 @@ mod tests {
     fn claimed(lease: chrono::Duration, db_skew: chrono::Duration) -> ClaimedIntent {
         let db_now = Utc.with_ymd_and_hms(2030, 1, 1, 12, 0, 0).unwrap() + db_skew;
         ClaimedIntent {
-            id: 1,
-            tenant: "acme".into(),
-            operation_id: "op".into(),
-            action: "issue_refund".into(),
+            id: IntentId::new(1),
+            tenant: TenantId::parse("acme").unwrap(),
+            operation_id: OperationId::parse("op").unwrap(),
+            action: ActionName::parse("issue_refund").unwrap(),
             payload: serde_json::json!({}),
             payload_version: 1,
-            idempotency_key: "k".into(),
+            idempotency_key: IdempotencyKey::parse("k").unwrap(),
             attempt_count: 1,
             ambiguous_attempts: 0,
             fencing_token: 1,

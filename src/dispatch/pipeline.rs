@@ -32,6 +32,7 @@ use super::dispatcher::{Dispatcher, Finished, StepReport};
 use super::fairness::TenantTurns;
 use super::lanes::{Lanes, ProviderLane};
 use super::wakeup::Wakeup;
+use crate::intent::IntentId;
 use crate::store::ClaimRequest;
 
 /// How long the outcome writer waits for more outcomes after the first before committing.
@@ -388,7 +389,7 @@ enum ClaimRound {
 /// the takeover of its expired lease can end up in one group; the fence decides, one at a
 /// time).
 fn unique_batches(group: Vec<Finished>) -> Vec<Vec<Finished>> {
-    let mut batches: Vec<(std::collections::HashSet<i64>, Vec<Finished>)> = Vec::new();
+    let mut batches: Vec<(std::collections::HashSet<IntentId>, Vec<Finished>)> = Vec::new();
     for item in group {
         let id = match &item {
             Finished::Outcome(o) => o.intent_id,

@@ -207,7 +207,7 @@ impl Metrics {
         };
         self.finished
             .get_or_create(&OutcomeLabels {
-                action: intent.action.clone(),
+                action: intent.action.to_string(),
                 provider: provider.to_owned(),
                 state: state.as_str().to_owned(),
             })
@@ -218,12 +218,12 @@ impl Metrics {
     /// for the first attempt, the time since enqueue.
     pub fn observe_attempt(&self, intent: &ClaimedIntent, provider: &str, attempt: &AttemptRecord) {
         let action = ActionLabels {
-            action: intent.action.clone(),
+            action: intent.action.to_string(),
             provider: provider.to_owned(),
         };
         self.attempts
             .get_or_create(&AttemptLabels {
-                action: intent.action.clone(),
+                action: intent.action.to_string(),
                 provider: provider.to_owned(),
                 class: attempt.class.as_str().to_owned(),
             })

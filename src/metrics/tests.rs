@@ -7,17 +7,18 @@ use serde_json::json;
 
 use super::*;
 use crate::action::AttemptClass;
+use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
 use crate::store::{ActionBacklog, LiveGauges};
 
 fn intent(attempt_count: i32) -> ClaimedIntent {
     ClaimedIntent {
-        id: 7,
-        tenant: "acme".into(),
-        operation_id: "op-7".into(),
-        action: "issue_refund".into(),
+        id: IntentId::new(7),
+        tenant: TenantId::parse("acme").unwrap(),
+        operation_id: OperationId::parse("op-7").unwrap(),
+        action: ActionName::parse("issue_refund").unwrap(),
         payload: json!({"amount": 1}),
         payload_version: 1,
-        idempotency_key: "obx1_k".into(),
+        idempotency_key: IdempotencyKey::parse("obx1_k").unwrap(),
         attempt_count,
         ambiguous_attempts: 0,
         fencing_token: 1,
@@ -143,7 +144,7 @@ fn outcomes_count_terminal_states_by_action_and_provider() {
     use crate::store::{OutcomeRecord, Transition};
     let m = Metrics::new();
     let record = |transition| OutcomeRecord {
-        intent_id: 7,
+        intent_id: IntentId::new(7),
         fencing_token: 1,
         attempt: Some(attempt(AttemptClass::Delivered, 1)),
         transition,

@@ -97,7 +97,7 @@ pub async fn run_probes_once(
     let mut report = ProbeReport::default();
     let mut due = Vec::new();
     for item in open_items(store, settings.page_size).await? {
-        let Some(action) = actions.get(&item.action) else {
+        let Some(action) = actions.get(item.action.as_str()) else {
             continue;
         };
         if action.probe.is_none() {
@@ -169,7 +169,7 @@ async fn probe_item(
     match lookup_and_record(store, action, probe, item).await {
         Ok(outcome) => outcome,
         Err(error) => {
-            tracing::warn!(item_id = item.id, intent_id = item.intent_id, action = %item.action,
+            tracing::warn!(item_id = item.id.get(), intent_id = item.intent_id.get(), action = %item.action,
                 %error, "status probe could not record its result");
             ItemOutcome::Error
         }
@@ -187,17 +187,17 @@ async fn lookup_and_record(
     let path = render_path(
         &probe.path,
         PathFields {
-            tenant: &item.tenant,
-            operation_id: &item.operation_id,
-            idempotency_key: &item.idempotency_key,
-            intent_id: item.intent_id,
+            tenant: item.tenant.as_str(),
+            operation_id: item.operation_id.as_str(),
+            idempotency_key: item.idempotency_key.as_str(),
+            intent_id: item.intent_id.get(),
         },
     );
     let lookup = format!("{} {path}", probe.method);
     let request = DeliveryRequest {
         method: probe.method.clone(),
         path,
-        idempotency_key: item.idempotency_key.clone(),
+        idempotency_key: item.idempotency_key.to_string(),
         body: Bytes::new(),
     };
     let observation = action.client.send(&request).await;
@@ -217,7 +217,7 @@ async fn lookup_and_record(
         }
         ProbeFinding::NotApplied { note } => (ResolutionKind::Redispatch, note),
         ProbeFinding::Inconclusive { finding } => {
-            tracing::info!(item_id = item.id, intent_id = item.intent_id, %finding,
+            tracing::info!(item_id = item.id.get(), intent_id = item.intent_id.get(), %finding,
                 "status probe inconclusive; left for a person");
             store.record_probe_finding(item.id, &finding, now).await?;
             return Ok(ItemOutcome::LeftForPerson);
@@ -260,8 +260,8 @@ async fn resolve(
     match store.resolve_reconciliation(&resolution).await {
         Ok(resolved) => {
             tracing::info!(
-                item_id = item.id,
-                intent_id = item.intent_id,
+                item_id = item.id.get(),
+                intent_id = item.intent_id.get(),
                 resolution = resolved.resolution.as_deref().unwrap_or(""),
                 "status probe resolved a reconciliation item"
             );
@@ -271,7 +271,7 @@ async fn resolve(
             Ok(ItemOutcome::AlreadyResolved)
         }
         Err(ReviewError::Invalid(field)) if field.field == CONFIRM_FIELD => {
-            tracing::info!(item_id = item.id, intent_id = item.intent_id, reason = %field.reason,
+            tracing::info!(item_id = item.id.get(), intent_id = item.intent_id.get(), reason = %field.reason,
                 "status probe found it not applied, but a resend may act twice; left for a person");
             Ok(ItemOutcome::LeftForPerson)
         }
@@ -310,6 +310,8 @@ async fn probe_redispatches(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
+    use crate::store::ReconciliationItemId;
 
     fn item(
         probe_count: i32,
@@ -317,12 +319,12 @@ mod tests {
         now: DateTime<Utc>,
     ) -> ReconciliationItem {
         ReconciliationItem {
-            id: 1,
-            intent_id: 1,
-            tenant: "t".into(),
-            operation_id: "op".into(),
-            action: "a".into(),
-            idempotency_key: "k".into(),
+            id: ReconciliationItemId::new(1),
+            intent_id: IntentId::new(1),
+            tenant: TenantId::parse("t").unwrap(),
+            operation_id: OperationId::parse("op").unwrap(),
+            action: ActionName::parse("a").unwrap(),
+            idempotency_key: IdempotencyKey::parse("k").unwrap(),
             reason: "r".into(),
             opened_at: now,
             resolution: None,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{IntentRow, ReviewError, TenantScope};
+use super::{AuditEntryId, IntentRow, ReconciliationItemId, ReviewError, TenantScope};
 use crate::action::resend::{resend_risk, ResendPolicies, ResendRisk, SendHistory};
 use crate::action::AttemptClass;
 use crate::intent::{IntentId, IntentState, InvalidField};
@@ -50,14 +50,14 @@ pub struct AuditFilter {
     /// Only entries about this intent.
     pub intent_id: Option<IntentId>,
     /// Only ids below this.
-    pub before_id: Option<i64>,
+    pub before_id: Option<AuditEntryId>,
     /// At most this many.
     pub limit: u32,
 }
 
 impl AuditFilter {
     /// Every entry in `scope`, newest first, up to `limit`.
-    pub fn all(scope: TenantScope, before_id: Option<i64>, limit: u32) -> Self {
+    pub fn all(scope: TenantScope, before_id: Option<AuditEntryId>, limit: u32) -> Self {
         Self {
             scope,
             actor: None,
@@ -79,7 +79,7 @@ pub struct ConsoleCounts {
     /// Open reconciliation items.
     pub reconciliation_open: i64,
     /// The oldest open item: its id and when it was opened.
-    pub reconciliation_oldest: Option<(i64, DateTime<Utc>)>,
+    pub reconciliation_oldest: Option<(ReconciliationItemId, DateTime<Utc>)>,
 }
 
 /// One attempt that ended, for the dashboard's chart.
@@ -136,7 +136,7 @@ pub fn resend_risk_of(
         first_sent_at: intent.first_sent_at,
         created_at: intent.created_at,
     };
-    resend_risk(policies.get(&intent.action), &history, now)
+    resend_risk(policies.get(intent.action.as_str()), &history, now)
 }
 
 /// The resend rule for a person's redispatch of `intent` at `now`: `Ok(None)` when it

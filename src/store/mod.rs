@@ -10,6 +10,7 @@ pub mod connect;
 pub mod console;
 pub mod enqueue;
 pub mod gauges;
+pub mod ids;
 pub mod jobs;
 pub mod migrate;
 pub mod postgres;
@@ -26,10 +27,11 @@ pub use connect::{connect, connect_dispatcher, Database, DatabaseUrl, PoolStats}
 pub use console::*;
 pub use enqueue::CommittedEnqueueError;
 pub use gauges::*;
+pub use ids::{AuditEntryId, ReconciliationItemId};
 pub use review::*;
 pub use types::*;
 
-use crate::intent::{IntentId, IntentState};
+use crate::intent::{IntentId, IntentState, OperationId, TenantId};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -143,8 +145,8 @@ pub trait OutboxStore: Send + Sync + 'static {
     /// One intent by its operation identity.
     async fn find_intent(
         &self,
-        tenant: &str,
-        operation_id: &str,
+        tenant: &TenantId,
+        operation_id: &OperationId,
     ) -> Result<Option<IntentRow>, StoreError>;
 
     /// Intents matching `filter`, by id.
@@ -165,7 +167,7 @@ pub trait OutboxStore: Send + Sync + 'static {
     /// One reconciliation item, if inside `scope`.
     async fn get_reconciliation(
         &self,
-        id: i64,
+        id: ReconciliationItemId,
         scope: &TenantScope,
     ) -> Result<Option<ReconciliationItem>, StoreError>;
 
@@ -189,20 +191,20 @@ pub trait OutboxStore: Send + Sync + 'static {
     /// Records what an automatic probe found on an open item.
     async fn record_probe_finding(
         &self,
-        item_id: i64,
+        item_id: ReconciliationItemId,
         finding: &str,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError>;
 
     /// Appends an audit entry.
-    async fn append_audit(&self, entry: &NewAuditEntry) -> Result<i64, StoreError>;
+    async fn append_audit(&self, entry: &NewAuditEntry) -> Result<AuditEntryId, StoreError>;
 
     /// Audit entries in `scope` (entries without a tenant only for [`TenantScope::All`]),
     /// newest first.
     async fn list_audit(
         &self,
         scope: &TenantScope,
-        before_id: Option<i64>,
+        before_id: Option<AuditEntryId>,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         self.search_audit(&AuditFilter::all(scope.clone(), before_id, limit))
@@ -262,8 +264,8 @@ pub trait OutboxStore: Send + Sync + 'static {
     /// The tombstone of a pruned operation.
     async fn find_tombstone(
         &self,
-        tenant: &str,
-        operation_id: &str,
+        tenant: &TenantId,
+        operation_id: &OperationId,
     ) -> Result<Option<Tombstone>, StoreError>;
 }
 

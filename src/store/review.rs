@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{IntentRow, StoreError};
-use crate::intent::{IntentId, InvalidField};
+use super::{AuditEntryId, IntentRow, ReconciliationItemId, StoreError};
+use crate::intent::{ActionName, IdempotencyKey, IntentId, InvalidField, OperationId, TenantId};
 
 /// Which tenants a caller may see and touch. Every admin read and write is scoped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,17 +39,17 @@ impl TenantScope {
 #[derive(Debug, Clone, Serialize)]
 pub struct ReconciliationItem {
     /// Item id.
-    pub id: i64,
+    pub id: ReconciliationItemId,
     /// The intent whose outcome is unknown.
     pub intent_id: IntentId,
     /// Tenant.
-    pub tenant: String,
+    pub tenant: TenantId,
     /// Operation id.
-    pub operation_id: String,
+    pub operation_id: OperationId,
     /// Action.
-    pub action: String,
+    pub action: ActionName,
     /// The downstream idempotency key (what to search for at the provider).
-    pub idempotency_key: String,
+    pub idempotency_key: IdempotencyKey,
     /// Why the outcome is unknown.
     pub reason: String,
     /// When the item was opened.
@@ -84,7 +84,7 @@ pub struct ReconciliationFilter {
     /// Only items opened before this instant.
     pub opened_before: Option<DateTime<Utc>>,
     /// Only ids greater than this.
-    pub after_id: Option<i64>,
+    pub after_id: Option<ReconciliationItemId>,
     /// At most this many.
     pub limit: u32,
 }
@@ -132,7 +132,7 @@ impl ResolutionKind {
 #[derive(Debug, Clone)]
 pub struct Resolution {
     /// The reconciliation item.
-    pub item_id: i64,
+    pub item_id: ReconciliationItemId,
     /// The caller's tenants; an item outside them is "not found".
     pub scope: TenantScope,
     /// What to do.
@@ -250,7 +250,7 @@ pub struct NewAuditEntry {
     /// What (`reconciliation.resolve`, `intent.cancel`, `intent.enqueue`, ...).
     pub action: String,
     /// Tenant concerned.
-    pub tenant: Option<String>,
+    pub tenant: Option<TenantId>,
     /// Intent concerned.
     pub intent_id: Option<IntentId>,
     /// Structured details.
@@ -265,7 +265,7 @@ pub struct NewAuditEntry {
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditEntry {
     /// Entry id (append order).
-    pub id: i64,
+    pub id: AuditEntryId,
     /// When.
     pub at: DateTime<Utc>,
     /// Who.
@@ -273,7 +273,7 @@ pub struct AuditEntry {
     /// What.
     pub action: String,
     /// Tenant.
-    pub tenant: Option<String>,
+    pub tenant: Option<TenantId>,
     /// Intent.
     pub intent_id: Option<IntentId>,
     /// Details.
@@ -286,9 +286,9 @@ pub struct AuditEntry {
 #[derive(Debug, Clone, Serialize)]
 pub struct Tombstone {
     /// Tenant.
-    pub tenant: String,
+    pub tenant: TenantId,
     /// Operation id.
-    pub operation_id: String,
+    pub operation_id: OperationId,
     /// The pruned intent's id.
     pub intent_id: IntentId,
     /// Its digest.

@@ -8,7 +8,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::action::AttemptClass;
-use crate::intent::{IntentId, IntentState};
+use crate::intent::{
+    ActionName, IdempotencyKey, IntentId, IntentState, OperationId, OrderingKey, TenantId,
+};
 
 /// What a dispatcher asks for when claiming due intents.
 #[derive(Debug, Clone)]
@@ -90,17 +92,17 @@ pub struct ClaimedIntent {
     /// Intent id.
     pub id: IntentId,
     /// Tenant.
-    pub tenant: String,
+    pub tenant: TenantId,
     /// Operation id.
-    pub operation_id: String,
+    pub operation_id: OperationId,
     /// Action name.
-    pub action: String,
+    pub action: ActionName,
     /// Payload (a JSON object).
     pub payload: Value,
     /// Payload version.
     pub payload_version: i32,
     /// The downstream idempotency key (never regenerated).
-    pub idempotency_key: String,
+    pub idempotency_key: IdempotencyKey,
     /// Attempts started so far, this one included.
     pub attempt_count: i32,
     /// Ambiguous attempts so far (lease expiries included).
@@ -226,11 +228,11 @@ pub struct IntentRow {
     /// Intent id.
     pub id: IntentId,
     /// Tenant.
-    pub tenant: String,
+    pub tenant: TenantId,
     /// Operation id.
-    pub operation_id: String,
+    pub operation_id: OperationId,
     /// Action.
-    pub action: String,
+    pub action: ActionName,
     /// Payload version.
     pub payload_version: i32,
     /// Payload.
@@ -238,9 +240,9 @@ pub struct IntentRow {
     /// Payload digest.
     pub payload_sha256: String,
     /// Downstream idempotency key.
-    pub idempotency_key: String,
+    pub idempotency_key: IdempotencyKey,
     /// Ordering key.
-    pub ordering_key: Option<String>,
+    pub ordering_key: Option<OrderingKey>,
     /// Current state.
     pub state: IntentState,
     /// Attempts started.

@@ -9,7 +9,7 @@ use crate::support;
 use chrono::Utc;
 use outboxd::checker::{CheckReport, Evidence};
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use outboxd::store::IntentRow;
 use support::harness::{Harness, NOTIFY, REFUND};
 use support::TestDb;
@@ -26,10 +26,10 @@ fn once_for(key: &str, fault: Fault) -> FaultRule {
 /// reconciliation after the same fault, a plain delivery and a definite 400.
 struct Run {
     evidence: Evidence,
-    keyed_after_500: i64,
-    unkeyed_after_500: i64,
-    plain: i64,
-    rejected: i64,
+    keyed_after_500: IntentId,
+    unkeyed_after_500: IntentId,
+    plain: IntentId,
+    rejected: IntentId,
 }
 
 async fn small_run(t: &TestDb) -> Run {
@@ -78,21 +78,21 @@ async fn small_run(t: &TestDb) -> Run {
     }
 }
 
-fn intent(e: &mut Evidence, id: i64) -> &mut IntentRow {
+fn intent(e: &mut Evidence, id: IntentId) -> &mut IntentRow {
     e.intents.iter_mut().find(|i| i.id == id).unwrap()
 }
 
-fn key_of(e: &Evidence, id: i64) -> String {
+fn key_of(e: &Evidence, id: IntentId) -> String {
     e.intents
         .iter()
         .find(|i| i.id == id)
         .unwrap()
         .idempotency_key
-        .clone()
+        .to_string()
 }
 
 /// What a classifier regression records: a terminal failure, no ambiguity, no item.
-fn reclassify_as_failed(e: &mut Evidence, id: i64) {
+fn reclassify_as_failed(e: &mut Evidence, id: IntentId) {
     let row = intent(e, id);
     row.state = IntentState::Failed;
     row.ambiguous_attempts = 0;

@@ -5,17 +5,17 @@
 use crate::support;
 
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
-use outboxd::store::TenantScope;
+use outboxd::intent::{IntentId, IntentState};
+use outboxd::store::{ReconciliationItemId, TenantScope};
 use outboxd::NewIntent;
 use serde_json::json;
 use support::cli::Cli;
-use support::harness::{exec, Harness, NOTIFY, REFUND};
+use support::harness::{exec, operation, tenant, Harness, NOTIFY, REFUND};
 use support::TestDb;
 
 /// A not-idempotent intent whose response was lost: unknown, with one open item.
 /// Returns (intent id, item id).
-async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (i64, i64) {
+async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (IntentId, ReconciliationItemId) {
     let r = h
         .enqueue(NewIntent::new(tenant, op, NOTIFY, json!({"op": op})))
         .await;
@@ -53,11 +53,11 @@ async fn list_the_queue_and_intents(t: &TestDb) {
     assert!(lines[1].starts_with(&format!("{item_a} ")) && lines[1].contains("op-list-a"));
     assert!(lines[2].starts_with(&format!("{item_b} ")) && lines[2].contains("globex"));
     let listed = cli.json(&["reconcile", "list", "--json"]).await;
-    let ids: Vec<i64> = listed
+    let ids: Vec<ReconciliationItemId> = listed
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| i["id"].as_i64().unwrap())
+        .map(|i| ReconciliationItemId::new(i["id"].as_i64().unwrap()))
         .collect();
     assert_eq!(ids, vec![item_a, item_b]);
     let limited = cli
@@ -89,7 +89,7 @@ async fn show_an_item_and_an_intent(t: &TestDb) {
     for expected in [
         format!("reconciliation item {item} (open)"),
         format!("intent {intent_id}"),
-        key,
+        String::from(key),
         "attempts".into(),
         "ambiguous".into(),
         "dispatcher-a".into(),
@@ -103,7 +103,7 @@ async fn show_an_item_and_an_intent(t: &TestDb) {
     let detail = cli
         .json(&["reconcile", "show", &item.to_string(), "--json"])
         .await;
-    assert_eq!(detail["item"]["id"], item);
+    assert_eq!(detail["item"]["id"], item.get());
     assert_eq!(detail["intent"]["state"], "unknown");
     assert_eq!(detail["attempts"][0]["class"], "ambiguous");
     let err = cli.fails(&["reconcile", "show", "999999"]).await;
@@ -300,13 +300,13 @@ async fn prune_runs_the_retention_job(t: &TestDb) {
     assert!(h.store.get_intent(old.intent_id).await.unwrap().is_none());
     assert!(h
         .store
-        .find_tombstone("acme", "op-old")
+        .find_tombstone(&tenant("acme"), &operation("op-old"))
         .await
         .unwrap()
         .is_some());
     assert!(h
         .store
-        .find_intent("acme", "op-new")
+        .find_intent(&tenant("acme"), &operation("op-new"))
         .await
         .unwrap()
         .is_some());

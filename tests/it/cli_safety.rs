@@ -8,6 +8,8 @@
 use crate::support;
 
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
+use outboxd::intent::IntentId;
+use outboxd::store::ReconciliationItemId;
 use outboxd::NewIntent;
 use serde_json::{json, Value};
 use support::cli::{texts, Cli};
@@ -117,7 +119,7 @@ async fn unmigrated_postgres_says_run_migrate() {
 
 /// A not-idempotent intent whose response was lost: unknown, one open item. Returns
 /// (intent id, item id).
-async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (i64, i64) {
+async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (IntentId, ReconciliationItemId) {
     let r = h
         .enqueue(NewIntent::new(tenant, op, NOTIFY, json!({"op": op})))
         .await;
@@ -135,12 +137,12 @@ async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (i64, i64) {
     (r.intent_id, items[0].id)
 }
 
-fn ids(listed: &Value) -> Vec<i64> {
+fn ids(listed: &Value) -> Vec<ReconciliationItemId> {
     listed
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| i["id"].as_i64().unwrap())
+        .map(|i| ReconciliationItemId::new(i["id"].as_i64().unwrap()))
         .collect()
 }
 
@@ -178,7 +180,7 @@ async fn reconcile_list_filters_by_tenant_and_after(t: &TestDb) {
     let none = cli
         .json(&["reconcile", "list", "--tenant", "initech", "--json"])
         .await;
-    assert_eq!(ids(&none), Vec::<i64>::new());
+    assert_eq!(ids(&none), Vec::<ReconciliationItemId>::new());
 }
 
 async fn every_command_speaks_json(t: &TestDb) {

@@ -19,14 +19,14 @@ mod plan;
 mod resend;
 
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use outboxd::NewIntent;
 use serde_json::json;
 use support::harness::Harness;
 
 /// Enqueues `action` for `tenant` and lets the provider refuse it once with a 400, so it
 /// ends `failed`. Returns the intent id.
-pub async fn failed_intent(h: &Harness, tenant: &str, op: &str, action: &str) -> i64 {
+pub async fn failed_intent(h: &Harness, tenant: &str, op: &str, action: &str) -> IntentId {
     let r = h
         .enqueue(NewIntent::new(
             tenant,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use outboxd::action::AttemptClass;
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use support::harness::{scalar, Harness, NOTIFY, REFUND};
 use support::invariants::assert_invariants;
 use support::TestDb;
@@ -20,7 +20,7 @@ fn once_for(key: &str, fault: Fault) -> FaultRule {
     }
 }
 
-async fn classes(h: &Harness, id: i64) -> Vec<Option<AttemptClass>> {
+async fn classes(h: &Harness, id: IntentId) -> Vec<Option<AttemptClass>> {
     h.store
         .list_attempts(id)
         .await
@@ -546,7 +546,7 @@ async fn claim_skips_locked_rows() {
         unreachable!()
     };
     let mut locker = pool.begin().await.unwrap();
-    let locked: Vec<i64> =
+    let locked: Vec<IntentId> =
         sqlx::query_scalar("SELECT id FROM outbox_intents ORDER BY id LIMIT 4 FOR UPDATE")
             .fetch_all(&mut *locker)
             .await
@@ -556,7 +556,7 @@ async fn claim_skips_locked_rows() {
         .await
         .expect("the claim must not wait for the locked rows")
         .unwrap();
-    let ids: Vec<i64> = claimed.iter().map(|c| c.id).collect();
+    let ids: Vec<IntentId> = claimed.iter().map(|c| c.id).collect();
     assert_eq!(ids.len(), 6);
     assert!(ids.iter().all(|id| !locked.contains(id)));
     locker.rollback().await.unwrap();

@@ -16,13 +16,14 @@ use std::time::Duration;
 
 use outboxd::checker::check;
 use outboxd::fake_provider::{FakeProvider, FakeProviderOptions, Fault, RandomFaults};
+use outboxd::intent::IntentId;
 use outboxd::store::{connect, Database};
 use outboxd::{enqueue, EnqueueError, NewIntent};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use support::daemon::{kill_mid_attempt, log_lines_containing, wait_settled, write_config, Daemon};
-use support::harness::{test_actions, NOTIFY, REFUND};
+use support::harness::{operation, tenant, test_actions, NOTIFY, REFUND};
 use support::pg_cluster::PgCluster;
 use support::TestDb;
 
@@ -208,7 +209,7 @@ where
 }
 
 /// The in-flight claims (id, fencing token) dispatcher `owner` holds.
-async fn claims_of(db: &Database, owner: &str) -> Vec<(i64, i64)> {
+async fn claims_of(db: &Database, owner: &str) -> Vec<(IntentId, i64)> {
     let sql = format!(
         "SELECT id, fencing_token FROM outbox_intents WHERE state = 'in_flight' AND lease_owner = '{owner}'"
     );
@@ -237,7 +238,7 @@ async fn pause_a_zombie(
     db: &Database,
     provider: &FakeProvider,
     daemons: &mut [Daemon],
-) -> Vec<(i64, i64)> {
+) -> Vec<(IntentId, i64)> {
     let owner = format!("{}-0", scenario.name);
     let mut held = Vec::new();
     for _ in 0..50 {
@@ -405,13 +406,23 @@ async fn run(scenario: Scenario, url: &str, db: &Database, cluster: Option<&PgCl
     let store = db.store();
     let mut missing = 0;
     for op in &produced.committed {
-        if store.find_intent("acme", op).await.unwrap().is_none() {
+        if store
+            .find_intent(&tenant("acme"), &operation(op))
+            .await
+            .unwrap()
+            .is_none()
+        {
             missing += 1;
         }
     }
     let mut resurrected = 0;
     for op in &produced.rolled_back {
-        if store.find_intent("acme", op).await.unwrap().is_some() {
+        if store
+            .find_intent(&tenant("acme"), &operation(op))
+            .await
+            .unwrap()
+            .is_some()
+        {
             resurrected += 1;
         }
     }

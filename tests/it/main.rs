@@ -44,5 +44,6 @@ mod secrets_stay_secret;
 mod send_deadlines;
 mod shutdown_release;
 mod sql_producer;
+mod stored_values;
 mod tenant_fairness;
 mod upgrade;

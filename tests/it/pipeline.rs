@@ -23,7 +23,7 @@ use outboxd::intent::IntentState;
 use outboxd::provider::{ProviderClient, ProviderSettings};
 use outboxd::NewIntent;
 use serde_json::json;
-use support::harness::{enqueue_committed, quick_policy, scalar, test_settings};
+use support::harness::{enqueue_committed, operation, quick_policy, scalar, tenant, test_settings};
 use support::TestDb;
 use tokio::sync::{watch, Notify};
 
@@ -387,7 +387,14 @@ async fn retry_after_pauses_the_whole_provider(t: &TestDb) {
     let state = |op: &str| {
         let store = t.db.store();
         let op = op.to_owned();
-        async move { store.find_intent("acme", &op).await.unwrap().unwrap().state }
+        async move {
+            store
+                .find_intent(&tenant("acme"), &operation(&op))
+                .await
+                .unwrap()
+                .unwrap()
+                .state
+        }
     };
     for i in 0..4 {
         assert_eq!(state(&format!("limited-{i}")).await, IntentState::Delivered);

@@ -8,6 +8,7 @@ use outboxd::store::Database;
 use outboxd::{enqueue, EnqueueError, Enqueued, NewIntent};
 use serde_json::json;
 use support::cli::Cli;
+use support::harness::{operation, tenant};
 use support::TestDb;
 
 /// What the producer's transaction does after recording the intent.
@@ -212,13 +213,17 @@ async fn tenants_are_separate(t: &TestDb) {
     assert_ne!(acme.intent_id, globex.intent_id);
     assert_ne!(acme.idempotency_key, globex.idempotency_key);
     let store = t.db.store();
-    let seen = store.find_intent("globex", "op-42").await.unwrap().unwrap();
+    let seen = store
+        .find_intent(&tenant("globex"), &operation("op-42"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (seen.id, seen.tenant.as_str()),
         (globex.intent_id, "globex")
     );
     assert!(store
-        .find_intent("initech", "op-42")
+        .find_intent(&tenant("initech"), &operation("op-42"))
         .await
         .unwrap()
         .is_none());

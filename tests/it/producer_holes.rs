@@ -15,7 +15,7 @@ use outboxd::reconcile::{run_retention_once, RetentionSettings};
 use outboxd::store::Database;
 use outboxd::NewIntent;
 use serde_json::json;
-use support::harness::{scalar, Harness, REFUND};
+use support::harness::{operation, scalar, tenant, Harness, REFUND};
 use support::TestDb;
 
 fn refund(tenant: &str, op: &str, amount: i64) -> NewIntent {
@@ -118,7 +118,12 @@ async fn hand_written_insert_cannot_squat_a_key_or_fake_a_digest() {
     .execute(pool)
     .await
     .unwrap();
-    let evil = h.store.find_intent("evil", "op-1").await.unwrap().unwrap();
+    let evil = h
+        .store
+        .find_intent(&tenant("evil"), &operation("op-1"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_ne!(evil.idempotency_key, acme.idempotency_key);
     let expected = NewIntent::new("evil", "op-1", REFUND, json!({"amount": 1}))
         .validate()
@@ -157,7 +162,7 @@ async fn plain_insert_cannot_revive_a_pruned_operation(t: &TestDb) {
     prune_all(&h).await;
     assert!(h
         .store
-        .find_tombstone("acme", "op-p")
+        .find_tombstone(&tenant("acme"), &operation("op-p"))
         .await
         .unwrap()
         .is_some());
@@ -505,7 +510,12 @@ async fn snapshot_isolation_cannot_revive_an_operation_pruned_after_its_snapshot
             scalar(&h.db, "SELECT count(*) FROM outbox_tombstones").await,
             tombstones
         );
-        assert!(h.store.find_intent("acme", &fresh).await.unwrap().is_some());
+        assert!(h
+            .store
+            .find_intent(&tenant("acme"), &operation(&fresh))
+            .await
+            .unwrap()
+            .is_some());
         sqlx::query("DELETE FROM outbox_intents")
             .execute(pool)
             .await

@@ -13,7 +13,7 @@ use outboxd::action::RetrySafety;
 use outboxd::config::NotFoundMeaning;
 use outboxd::dispatch::{ActionTable, Dispatcher};
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use outboxd::reconcile::{run_probes_once, ProbeReport, ProbeRuntime, ProbeSettings};
 use outboxd::store::{ReconciliationItem, TenantScope};
 use outboxd::NewIntent;
@@ -59,7 +59,7 @@ async fn probe(h: &Harness, actions: &ActionTable) -> ProbeReport {
 /// A keyed intent whose only attempt hit `fault`, made unknown because the harness'
 /// dispatcher believes the provider forgets keys at once (zero key retention), so it may
 /// not retry. Returns (intent id, key).
-async fn unknown_keyed(h: &Harness, op: &str, fault: Fault) -> (i64, String) {
+async fn unknown_keyed(h: &Harness, op: &str, fault: Fault) -> (IntentId, String) {
     let r = h
         .enqueue(NewIntent::new("acme", op, REFUND, json!({"op": op})))
         .await;
@@ -73,7 +73,7 @@ async fn unknown_keyed(h: &Harness, op: &str, fault: Fault) -> (i64, String) {
     (r.intent_id, r.idempotency_key)
 }
 
-async fn only_item(h: &Harness, intent_id: i64) -> ReconciliationItem {
+async fn only_item(h: &Harness, intent_id: IntentId) -> ReconciliationItem {
     let items = h.store.reconciliation_for_intent(intent_id).await.unwrap();
     assert_eq!(items.len(), 1, "{items:?}");
     items.into_iter().next().unwrap()

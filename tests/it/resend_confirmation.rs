@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use outboxd::dispatch::Dispatcher;
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use outboxd::store::{ResendApproval, Resolution, ResolutionKind, TenantScope};
 use support::harness::{test_actions, test_settings, Harness, REFUND};
 use support::invariants::assert_invariants;
@@ -25,7 +25,7 @@ const CLI_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// A keyed intent whose every attempt answered `500` after the provider applied it: its
 /// budget spent, `unknown`, in reconciliation. Dispatched by `h` (24 h key retention).
-async fn keyed_unknown(h: &Harness, op: &str) -> (i64, String) {
+async fn keyed_unknown(h: &Harness, op: &str) -> (IntentId, String) {
     let r = h.enqueue_simple(op, REFUND).await;
     h.provider.push_fault(FaultRule {
         matcher: Matcher::Key(r.idempotency_key.clone()),
@@ -51,7 +51,7 @@ fn strict_daemon(h: &Harness) -> Dispatcher {
 
 /// Resolves the intent's open item as `redispatch` as the CLI would, with the CLI's
 /// configuration (keys kept for [`CLI_RETENTION`]): by that rule nothing may act twice.
-async fn redispatch_from_cli(h: &Harness, intent: i64, confirmed: bool) {
+async fn redispatch_from_cli(h: &Harness, intent: IntentId, confirmed: bool) {
     let items = h.store.reconciliation_for_intent(intent).await.unwrap();
     let item = items.iter().find(|i| i.resolved_at.is_none()).unwrap().id;
     let cli_policies = test_actions(&h.provider, CLI_RETENTION).resend_policies();

@@ -22,7 +22,7 @@ use outboxd::reconcile::{
 use outboxd::store::Database;
 use outboxd::{EnqueueError, NewIntent};
 use serde_json::json;
-use support::harness::{exec, scalar, Harness, NOTIFY, REFUND};
+use support::harness::{exec, operation, scalar, tenant, Harness, NOTIFY, REFUND};
 use support::TestDb;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -88,7 +88,7 @@ async fn populate(h: &Harness) {
 
 async fn state_of(h: &Harness, op: &str) -> Option<IntentState> {
     h.store
-        .find_intent("acme", op)
+        .find_intent(&tenant("acme"), &operation(op))
         .await
         .unwrap()
         .map(|i| i.state)
@@ -96,16 +96,24 @@ async fn state_of(h: &Harness, op: &str) -> Option<IntentState> {
 
 /// The tombstone of `op` (tenant `acme`), if any.
 async fn tombstone(h: &Harness, op: &str) -> Option<outboxd::store::Tombstone> {
-    h.store.find_tombstone("acme", op).await.unwrap()
+    h.store
+        .find_tombstone(&tenant("acme"), &operation(op))
+        .await
+        .unwrap()
 }
 
 async fn prunes_old_finished_intents_and_keeps_the_rest(t: &TestDb) {
     let h = Harness::new(t).await;
     populate(&h).await;
-    let old_1 = h.store.find_intent("acme", "old-1").await.unwrap().unwrap();
+    let old_1 = h
+        .store
+        .find_intent(&tenant("acme"), &operation("old-1"))
+        .await
+        .unwrap()
+        .unwrap();
     let unknown = h
         .store
-        .find_intent("acme", "old-unknown")
+        .find_intent(&tenant("acme"), &operation("old-unknown"))
         .await
         .unwrap()
         .unwrap();
@@ -170,7 +178,12 @@ async fn prunes_old_finished_intents_and_keeps_the_rest(t: &TestDb) {
 async fn late_enqueues_after_pruning_are_answered_from_tombstones(t: &TestDb) {
     let h = Harness::new(t).await;
     populate(&h).await;
-    let old_1 = h.store.find_intent("acme", "old-1").await.unwrap().unwrap();
+    let old_1 = h
+        .store
+        .find_intent(&tenant("acme"), &operation("old-1"))
+        .await
+        .unwrap()
+        .unwrap();
     run_retention_once(h.store.as_ref(), &settings(1000), Utc::now())
         .await
         .unwrap();
@@ -229,7 +242,7 @@ async fn the_scheduler_runs_the_retention_job(t: &TestDb) {
     jobs.shutdown().await;
     assert!(h
         .store
-        .find_tombstone("acme", "done")
+        .find_tombstone(&tenant("acme"), &operation("done"))
         .await
         .unwrap()
         .is_some());

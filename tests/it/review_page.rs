@@ -26,7 +26,7 @@ async fn operator_resolves_an_unknown_outcome_in_the_browser(t: &TestDb) {
     let h = Harness::new(t).await;
     let (intent_id, item_id) = unknown_intent(&h, "acme", "refund-order-4711").await;
     let (_, other_item) = unknown_intent(&h, "globex", "globex-secret-op").await;
-    let key = h.intent(intent_id).await.idempotency_key;
+    let key = h.intent(intent_id).await.idempotency_key.to_string();
     let reference = h.provider.effects_for_key(&key)[0].reference.clone();
     let server = AdminServer::start(&h.db).await;
     let Some(browser) = Browser::start().await else {

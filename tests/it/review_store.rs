@@ -7,19 +7,19 @@ use crate::support;
 
 use chrono::Utc;
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use outboxd::store::{
-    Cancellation, ReconciliationFilter, ResendApproval, Resolution, ResolutionKind, ReviewError,
-    TenantScope,
+    Cancellation, ReconciliationFilter, ReconciliationItemId, ResendApproval, Resolution,
+    ResolutionKind, ReviewError, TenantScope,
 };
 use outboxd::{EnqueueError, NewIntent};
 use serde_json::json;
-use support::harness::{Harness, NOTIFY, REFUND};
+use support::harness::{operation, tenant, Harness, NOTIFY, REFUND};
 use support::invariants::assert_invariants;
 use support::TestDb;
 
 /// Enqueues a not-idempotent intent whose response is lost, so it lands in reconciliation.
-async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (i64, i64) {
+async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (IntentId, ReconciliationItemId) {
     let r = h
         .enqueue(NewIntent::new(tenant, op, NOTIFY, json!({"op": op})))
         .await;
@@ -39,7 +39,7 @@ async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (i64, i64) {
     (r.intent_id, items[0].id)
 }
 
-fn resolution(item_id: i64, kind: ResolutionKind) -> Resolution {
+fn resolution(item_id: ReconciliationItemId, kind: ResolutionKind) -> Resolution {
     Resolution {
         item_id,
         scope: TenantScope::All,
@@ -68,7 +68,7 @@ async fn resolve_as_delivered_records_reference_and_audit(t: &TestDb) {
         queue.iter().map(|i| i.id).collect::<Vec<_>>(),
         vec![item_id]
     );
-    let key = &queue[0].idempotency_key;
+    let key = queue[0].idempotency_key.as_str();
     let provider_ref = h.provider.effects_for_key(key)[0].reference.clone();
     let item = h
         .store
@@ -127,7 +127,8 @@ async fn redispatch_sends_again_with_the_same_key(t: &TestDb) {
     let delivered = h.intent(intent_id).await;
     assert_eq!(delivered.state, IntentState::Delivered);
     assert_eq!(
-        h.provider.request_count_for_key(&delivered.idempotency_key),
+        h.provider
+            .request_count_for_key(delivered.idempotency_key.as_str()),
         2,
         "resent once, with the same key"
     );
@@ -320,7 +321,7 @@ async fn pruning_keeps_tombstones_that_answer_late_enqueues(t: &TestDb) {
     assert!(h.store.get_intent(first.intent_id).await.unwrap().is_none());
     let tomb = h
         .store
-        .find_tombstone("acme", "op-old")
+        .find_tombstone(&tenant("acme"), &operation("op-old"))
         .await
         .unwrap()
         .expect("tombstone");
@@ -366,7 +367,7 @@ async fn pruning_keeps_tombstones_that_answer_late_enqueues(t: &TestDb) {
     );
     assert!(h
         .store
-        .find_tombstone("acme", "op-old")
+        .find_tombstone(&tenant("acme"), &operation("op-old"))
         .await
         .unwrap()
         .is_none());

@@ -8,7 +8,7 @@ use crate::support;
 use chrono::{Duration as Span, Utc};
 use outboxd::action::AttemptClass;
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use outboxd::NewIntent;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -17,7 +17,7 @@ use support::harness::{exec, Harness, NOTIFY, REFUND};
 use support::invariants::assert_invariants;
 use support::TestDb;
 
-async fn classes(h: &Harness, id: i64) -> Vec<Option<AttemptClass>> {
+async fn classes(h: &Harness, id: IntentId) -> Vec<Option<AttemptClass>> {
     let attempts = h.store.list_attempts(id).await.unwrap();
     attempts.iter().map(|a| a.class).collect()
 }

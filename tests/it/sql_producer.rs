@@ -70,7 +70,7 @@ async fn sql_function_replays_and_conflicts_like_rust() {
     .unwrap();
     tx.commit().await.unwrap();
     assert!(rust.replayed);
-    assert_eq!((rust.intent_id, rust.idempotency_key), (id, key));
+    assert_eq!((rust.intent_id.get(), rust.idempotency_key), (id, key));
     // Changed payload: documented SQLSTATE OB409, nothing changes.
     let err = sql_enqueue(pool, "op-1", r#"{"amount": 6, "currency": "EUR"}"#)
         .await

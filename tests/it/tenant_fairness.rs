@@ -12,7 +12,7 @@ use sqlx::AssertSqlSafe;
 use std::collections::BTreeMap;
 
 use outboxd::dispatch::fairness::TenantTurns;
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use outboxd::store::{ClaimRequest, Database, FairShare, TurnStart};
 use outboxd::NewIntent;
 use serde_json::json;
@@ -22,7 +22,7 @@ use support::TestDb;
 /// Intents claimed per step by the harness dispatcher: min(batch_size 50, concurrency 16).
 const PER_STEP: i64 = 16;
 
-async fn enqueue(h: &Harness, tenant: &str, op: &str) -> i64 {
+async fn enqueue(h: &Harness, tenant: &str, op: &str) -> IntentId {
     h.enqueue(NewIntent::new(
         tenant,
         op,
@@ -44,7 +44,7 @@ async fn pending_of(h: &Harness, tenant: &str) -> i64 {
 }
 
 /// Steps until `id` is delivered; returns how many steps that took (at most `max`).
-async fn steps_until_delivered(h: &Harness, id: i64, max: usize) -> usize {
+async fn steps_until_delivered(h: &Harness, id: IntentId, max: usize) -> usize {
     for step in 1..=max {
         h.dispatcher.run_once().await.unwrap();
         if h.intent(id).await.state == IntentState::Delivered {
@@ -135,7 +135,7 @@ async fn claim_counts(
         assert_eq!(claimed.len(), limit as usize, "every tenant has a backlog");
         turns.advance(&share, limit, &claimed);
         for intent in &claimed {
-            *counts.entry(intent.tenant.clone()).or_insert(0) += 1;
+            *counts.entry(intent.tenant.to_string()).or_insert(0) += 1;
         }
     }
     counts
@@ -257,7 +257,7 @@ async fn the_tenant_walk_is_bytewise_whatever_the_collation(t: &TestDb) {
             now: chrono::Utc::now(),
         };
         let claimed = h.store.claim_due_shared(&request, &share).await.unwrap();
-        let mut got: Vec<String> = claimed.into_iter().map(|i| i.tenant).collect();
+        let mut got: Vec<String> = claimed.into_iter().map(|i| i.tenant.to_string()).collect();
         got.sort_unstable();
         assert_eq!(
             got,

@@ -7,11 +7,11 @@
 
 use crate::support;
 
-use outboxd::intent::{default_idempotency_key, IntentState};
+use outboxd::intent::{default_idempotency_key, IntentId, IntentState};
 use outboxd::store::{Database, ResendApproval, Resolution, ResolutionKind, TenantScope};
 use outboxd::NewIntent;
 use serde_json::json;
-use support::harness::{exec, scalar, Harness, REFUND};
+use support::harness::{exec, operation, scalar, tenant, Harness, REFUND};
 use support::TestDb;
 
 const OPS: [&str; 4] = ["op-fresh", "op-retry", "op-inflight", "op-unknown"];
@@ -115,10 +115,19 @@ async fn upgrade_keeps_sent_keys_and_namespaces_unsent_ones(t: TestDb) {
     let h = Harness::new(&t).await;
     let row = |op: &'static str| {
         let store = h.store.clone();
-        async move { store.find_intent("acme", op).await.unwrap().unwrap() }
+        async move {
+            store
+                .find_intent(&tenant("acme"), &operation(op))
+                .await
+                .unwrap()
+                .unwrap()
+        }
     };
     let fresh = row("op-fresh").await;
-    assert!(fresh.idempotency_key.starts_with("obx2_"), "{fresh:?}");
+    assert!(
+        fresh.idempotency_key.as_str().starts_with("obx2_"),
+        "{fresh:?}"
+    );
     assert_ne!(fresh.idempotency_key, old_key("op-fresh"));
     for op in ["op-retry", "op-inflight", "op-unknown"] {
         assert_eq!(
@@ -142,7 +151,12 @@ async fn upgrade_keeps_sent_keys_and_namespaces_unsent_ones(t: TestDb) {
     h.make_due().await;
     h.dispatcher.drain().await.unwrap();
     assert_eq!(row("op-fresh").await.state, IntentState::Delivered);
-    assert_eq!(h.provider.effects_for_key(&fresh.idempotency_key).len(), 1);
+    assert_eq!(
+        h.provider
+            .effects_for_key(fresh.idempotency_key.as_str())
+            .len(),
+        1
+    );
     for op in ["op-retry", "op-inflight"] {
         let r = row(op).await;
         assert_eq!(r.state, IntentState::Delivered, "{op}: {r:?}");
@@ -172,7 +186,7 @@ async fn upgrade_from_schema_2_on_postgres() {
 
 /// Records, at schema 3, a pending intent of two tenants, one in flight under a lease that
 /// expired (its dispatcher died) and one unknown.
-async fn record_at_schema_3(h: &Harness) -> [i64; 4] {
+async fn record_at_schema_3(h: &Harness) -> [IntentId; 4] {
     let intent = |tenant: &str, op: &str| {
         NewIntent::new(tenant, op, REFUND, json!({"op": op, "amount": 100}))
     };
@@ -224,7 +238,12 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
     for id in [fresh, other, inflight] {
         let row = h.intent(id).await;
         assert_eq!(row.state, IntentState::Delivered, "{row:?}");
-        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+        assert_eq!(
+            h.provider
+                .effects_for_key(row.idempotency_key.as_str())
+                .len(),
+            1
+        );
     }
     let in_flight_row = h.intent(inflight).await;
     assert_eq!(in_flight_row.ambiguous_attempts, 1, "{in_flight_row:?}");
@@ -232,7 +251,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
     assert_eq!(unknown_row.state, IntentState::Unknown);
     assert_eq!(
         h.provider
-            .request_count_for_key(&unknown_row.idempotency_key),
+            .request_count_for_key(unknown_row.idempotency_key.as_str()),
         0
     );
     assert_eq!(h.provider.effect_count(), 3);
@@ -293,7 +312,12 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
     for id in ids {
         let row = h.intent(id).await;
         assert_eq!(row.state, IntentState::Delivered, "{row:?}");
-        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+        assert_eq!(
+            h.provider
+                .effects_for_key(row.idempotency_key.as_str())
+                .len(),
+            1
+        );
     }
     assert_eq!(h.provider.effect_count(), 15);
 }
@@ -336,12 +360,17 @@ async fn upgrade_to_0005_then_dispatch_and_redispatch(t: TestDb) {
     for id in [fresh, other, inflight] {
         let row = h.intent(id).await;
         assert_eq!(row.state, IntentState::Delivered, "{row:?}");
-        assert_eq!(h.provider.effects_for_key(&row.idempotency_key).len(), 1);
+        assert_eq!(
+            h.provider
+                .effects_for_key(row.idempotency_key.as_str())
+                .len(),
+            1
+        );
     }
     let unknown_row = h.intent(unknown).await;
     assert_eq!(unknown_row.state, IntentState::Unknown);
     let key = unknown_row.idempotency_key.clone();
-    assert_eq!(h.provider.request_count_for_key(&key), 0);
+    assert_eq!(h.provider.request_count_for_key(key.as_str()), 0);
 
     // `record_at_schema_3` set the state without opening the item the dispatcher would
     // have opened; open it, then resolve it as a confirmed redispatch.
@@ -380,7 +409,7 @@ async fn upgrade_to_0005_then_dispatch_and_redispatch(t: TestDb) {
     );
     h.dispatcher.drain().await.unwrap();
     assert_eq!(h.intent(unknown).await.state, IntentState::Delivered);
-    assert_eq!(h.provider.request_count_for_key(&key), 1);
+    assert_eq!(h.provider.request_count_for_key(key.as_str()), 1);
     assert_eq!(h.provider.effect_count(), 4);
 }
 

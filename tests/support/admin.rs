@@ -9,8 +9,8 @@ use outboxd::action::RetrySafety;
 use outboxd::admin::{router, AdminContext};
 use outboxd::config::{AdminToken, Role, Secret};
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
-use outboxd::store::Database;
+use outboxd::intent::{IntentId, IntentState};
+use outboxd::store::{Database, ReconciliationItemId};
 use outboxd::NewIntent;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -161,7 +161,7 @@ impl Api {
     /// Resolves an item (`resolution`, optional reference, note; a redispatch confirmed).
     pub async fn resolve(
         &self,
-        item_id: i64,
+        item_id: ReconciliationItemId,
         resolution: &str,
         provider_ref: Option<&str>,
     ) -> (StatusCode, Value) {
@@ -177,7 +177,11 @@ impl Api {
 
 /// Enqueues a not-idempotent intent for `tenant` whose response is lost, so it ends in
 /// reconciliation. Returns `(intent_id, item_id)`.
-pub async fn unknown_intent(h: &Harness, tenant: &str, op: &str) -> (i64, i64) {
+pub async fn unknown_intent(
+    h: &Harness,
+    tenant: &str,
+    op: &str,
+) -> (IntentId, ReconciliationItemId) {
     let r = h
         .enqueue(NewIntent::new(tenant, op, NOTIFY, json!({"op": op})))
         .await;

@@ -14,6 +14,7 @@ use outboxd::{enqueue, Enqueued, NewIntent};
 use serde_json::json;
 
 use super::TestDb;
+use outboxd::intent::{IntentId, OperationId, TenantId};
 
 /// The keyed action: the fake provider applies it at most once per idempotency key.
 pub const REFUND: &str = "issue_refund";
@@ -135,7 +136,7 @@ impl Harness {
     }
 
     /// The intent's current row.
-    pub async fn intent(&self, id: i64) -> IntentRow {
+    pub async fn intent(&self, id: IntentId) -> IntentRow {
         self.store
             .get_intent(id)
             .await
@@ -156,7 +157,7 @@ impl Harness {
     }
 
     /// Open reconciliation items for an intent.
-    pub async fn open_items(&self, id: i64) -> i64 {
+    pub async fn open_items(&self, id: IntentId) -> i64 {
         let sql = format!("SELECT count(*) FROM outbox_reconciliation_items WHERE intent_id = {id} AND resolved_at IS NULL");
         scalar(&self.db, &sql).await
     }
@@ -207,4 +208,14 @@ pub async fn scalar(db: &Database, sql: &str) -> i64 {
             .await
             .expect(sql),
     }
+}
+
+/// A tenant id for store look-ups.
+pub fn tenant(name: &str) -> TenantId {
+    TenantId::parse(name).expect("a valid tenant")
+}
+
+/// An operation id for store look-ups.
+pub fn operation(id: &str) -> OperationId {
+    OperationId::parse(id).expect("a valid operation id")
 }

@@ -13,6 +13,7 @@ use super::report::Report;
 use super::setup::{seed, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
 use outboxd::action::AttemptClass;
+use outboxd::intent::IntentId;
 use outboxd::provider::{DeliveryRequest, ProviderClient, ProviderSettings};
 use outboxd::store::{
     AttemptRecord, ClaimRequest, Database, OutboxStore, OutcomeRecord, Transition,
@@ -35,7 +36,7 @@ fn claim_request(owner: &str, limit: u32) -> ClaimRequest {
     }
 }
 
-fn delivered(intent_id: i64, fencing_token: i64) -> OutcomeRecord {
+fn delivered(intent_id: IntentId, fencing_token: i64) -> OutcomeRecord {
     OutcomeRecord {
         intent_id,
         fencing_token,

@@ -18,7 +18,7 @@ use crate::admin::auth::Caller;
 use crate::admin::AdminContext;
 use crate::dispatch::publish::is_stale;
 use crate::intent::IntentState;
-use crate::store::{AttemptEnd, ConsoleCounts, ProviderStateRow};
+use crate::store::{AttemptEnd, ConsoleCounts, ProviderStateRow, ReconciliationItemId};
 
 /// How many of the latest attempt rows the chart looks at.
 const CHART_SCAN: u32 = 20_000;
@@ -44,7 +44,7 @@ pub(super) struct Dashboard {
     /// Open reconciliation items.
     pub reconciliation_open: i64,
     /// The oldest open item (id, opened at).
-    pub reconciliation_oldest: Option<(i64, DateTime<Utc>)>,
+    pub reconciliation_oldest: Option<(ReconciliationItemId, DateTime<Utc>)>,
     /// Attempts over the last hour.
     pub chart: Chart,
     /// Each running daemon's published provider state (provider state holds no tenant

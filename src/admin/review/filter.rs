@@ -6,7 +6,7 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 
 use crate::admin::auth::Caller;
 use crate::admin::ApiError;
-use crate::intent::IntentState;
+use crate::intent::{IntentId, IntentState};
 use crate::store::IntentSearch;
 
 /// Rows per intents page (and the most a bulk change from a filter takes).
@@ -84,7 +84,7 @@ impl IntentFilterForm {
     pub(super) fn search(
         &self,
         caller: &Caller,
-        before_id: Option<i64>,
+        before_id: Option<IntentId>,
         limit: u32,
     ) -> Result<IntentSearch, ApiError> {
         let state = match self.state.as_str() {

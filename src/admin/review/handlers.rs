@@ -20,7 +20,9 @@ use crate::admin::auth::authenticate;
 use crate::admin::extract::IdPath;
 use crate::admin::ops::{item_detail, required_note, resolution_kind, resolve, ResolveRequest};
 use crate::admin::{AdminContext, ApiError, Forbidden};
-use crate::store::{resend_risk_of, AuditFilter, ReconciliationFilter, ReviewError};
+use crate::store::{
+    resend_risk_of, AuditFilter, ReconciliationFilter, ReconciliationItemId, ReviewError,
+};
 
 /// Items per queue page.
 const QUEUE_PAGE: u32 = 100;
@@ -68,7 +70,10 @@ pub(super) async fn queue(
         Ok(items) => items,
         Err(e) => return error_page(Some(&s), &e.into()),
     };
-    let flash = match q.resolved.and_then(|v| v.parse::<i64>().ok()) {
+    let flash = match q
+        .resolved
+        .and_then(|v| v.parse::<ReconciliationItemId>().ok())
+    {
         Some(id) => resolved_flash(&ctx, &s, id).await,
         None => None,
     };
@@ -80,7 +85,11 @@ pub(super) async fn queue(
 }
 
 /// The notice of the item a resolution redirected from (read back, in scope).
-async fn resolved_flash(ctx: &AdminContext, s: &Session, id: i64) -> Option<Markup> {
+async fn resolved_flash(
+    ctx: &AdminContext,
+    s: &Session,
+    id: ReconciliationItemId,
+) -> Option<Markup> {
     let item = ctx
         .store
         .get_reconciliation(id, &s.caller.scope)
@@ -168,7 +177,7 @@ pub(super) struct ItemParams {
 pub(super) async fn item(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<ReconciliationItemId>,
     Query(q): Query<ItemParams>,
 ) -> Response {
     let Some(s) = session(&ctx, &headers) else {
@@ -188,7 +197,7 @@ pub(super) async fn item(
 async fn render_item(
     ctx: &AdminContext,
     s: &Session,
-    id: i64,
+    id: ReconciliationItemId,
     flash: Option<Markup>,
     form: &FormState,
     status: StatusCode,
@@ -224,7 +233,7 @@ pub(super) struct ResolveForm {
 pub(super) async fn resolve_item(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<ReconciliationItemId>,
     form: Result<Form<ResolveForm>, FormRejection>,
 ) -> Response {
     let Some(s) = session(&ctx, &headers) else {

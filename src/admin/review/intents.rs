@@ -17,7 +17,7 @@ use crate::admin::auth::Caller;
 use crate::admin::extract::IdPath;
 use crate::admin::ops::intent_detail;
 use crate::admin::{AdminContext, ApiError};
-use crate::intent::IntentState;
+use crate::intent::{IntentId, IntentState, OrderingKey};
 use crate::store::{check_cancel, redispatch_route, IntentDetail, IntentRow, TenantScope};
 
 /// `GET /review/intents`.
@@ -89,7 +89,12 @@ fn filter_form(caller: &Caller, f: &IntentFilterForm) -> Markup {
     }
 }
 
-fn render_list(s: &Session, f: &IntentFilterForm, rows: &[IntentRow], next: Option<i64>) -> String {
+fn render_list(
+    s: &Session,
+    f: &IntentFilterForm,
+    rows: &[IntentRow],
+    next: Option<IntentId>,
+) -> String {
     let operator = s.caller.role.can_write();
     let table = html! {
         table id="intents" {
@@ -145,7 +150,7 @@ fn render_list(s: &Session, f: &IntentFilterForm, rows: &[IntentRow], next: Opti
 pub(super) async fn show(
     State(ctx): State<AdminContext>,
     headers: HeaderMap,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<IntentId>,
 ) -> Response {
     let Some(s) = session(&ctx, &headers) else {
         return redirect("/review", None);
@@ -159,7 +164,7 @@ pub(super) async fn show(
         Err(e) => return error_page(Some(&s), &e.into()),
     };
     let configured = ctx
-        .action_safety(&detail.intent.action)
+        .action_safety(detail.intent.action.as_str())
         .map(|s| s.is_some());
     let now = Utc::now();
     let facts = WaitFacts {
@@ -195,7 +200,7 @@ fn render_intent(
             dt { "Action" } dd { (i.action) }
             dt { "State" } dd { strong id="intent-state" { (i.state.as_str()) } }
             dt { "Idempotency key" } dd.mono { (i.idempotency_key) }
-            dt { "Ordering key" } dd.mono { (or_dash(i.ordering_key.as_deref())) }
+            dt { "Ordering key" } dd.mono { (or_dash(i.ordering_key.as_ref().map(OrderingKey::as_str))) }
             dt { "Attempts" } dd { (i.attempt_count) " (" (i.ambiguous_attempts) " ambiguous)" }
             dt { "Next attempt at" } dd { (time(i.next_attempt_at)) }
             dt { "Deadline" } dd { (time_opt(i.deadline_at)) }

@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 use super::filter::PAGE;
 use super::{review_mac, AdminContext, Session};
 use crate::admin::ApiError;
-use crate::intent::IntentState;
+use crate::intent::{IntentId, IntentState};
 use crate::store::IntentRow;
 
 /// How long a dry run's plan may be applied, in seconds.
@@ -27,7 +27,7 @@ pub(super) const PLAN_SECONDS: i64 = 3600;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PlannedLine {
     /// The intent.
-    pub id: i64,
+    pub id: IntentId,
     /// Its state at the dry run.
     pub state: IntentState,
     /// Its attempt count at the dry run.

@@ -84,7 +84,7 @@ pub(crate) fn why_waiting(facts: &WaitFacts<'_>) -> Vec<Reason> {
         reasons.push(Reason::DeadlinePassed(deadline));
     }
     if facts.action_configured == Some(false) {
-        reasons.push(Reason::ActionNotConfigured(intent.action.clone()));
+        reasons.push(Reason::ActionNotConfigured(intent.action.to_string()));
     }
     if let Some((intent_id, state)) = facts.blocker {
         reasons.push(Reason::BlockedBy { intent_id, state });
@@ -146,20 +146,21 @@ impl Reason {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intent::{ActionName, IdempotencyKey, OperationId, TenantId};
     use chrono::Duration;
     use serde_json::json;
 
     fn intent(state: IntentState) -> IntentRow {
         let t = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         IntentRow {
-            id: 7,
-            tenant: "acme".into(),
-            operation_id: "op".into(),
-            action: "refund".into(),
+            id: IntentId::new(7),
+            tenant: TenantId::parse("acme").unwrap(),
+            operation_id: OperationId::parse("op").unwrap(),
+            action: ActionName::parse("refund").unwrap(),
             payload_version: 1,
             payload: json!({}),
             payload_sha256: "0".repeat(64),
-            idempotency_key: "obx2_k".into(),
+            idempotency_key: IdempotencyKey::parse("obx2_k").unwrap(),
             ordering_key: None,
             state,
             attempt_count: 0,
@@ -214,7 +215,12 @@ mod tests {
             ["action-not-configured"]
         );
         assert_eq!(
-            why(&base, Some((3, IntentState::Unknown)), Some(true), after),
+            why(
+                &base,
+                Some((IntentId::new(3), IntentState::Unknown)),
+                Some(true),
+                after
+            ),
             ["blocked"]
         );
         let mut late = base.clone();
@@ -223,7 +229,7 @@ mod tests {
         assert_eq!(
             why(
                 &late,
-                Some((3, IntentState::Pending)),
+                Some((IntentId::new(3), IntentState::Pending)),
                 Some(false),
                 at - Duration::seconds(1)
             ),
@@ -247,7 +253,7 @@ mod tests {
             assert_eq!(
                 why(
                     &intent(state),
-                    Some((3, IntentState::Pending)),
+                    Some((IntentId::new(3), IntentState::Pending)),
                     Some(false),
                     before
                 ),
@@ -259,7 +265,7 @@ mod tests {
     #[test]
     fn sentences_name_the_blocker_and_the_time() {
         let s = Reason::BlockedBy {
-            intent_id: 41,
+            intent_id: IntentId::new(41),
             state: IntentState::Unknown,
         }
         .sentence();

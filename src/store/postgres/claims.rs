@@ -18,6 +18,7 @@ use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 
+use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
 use crate::store::{
     lease_millis, ClaimRequest, ClaimedIntent, FairShare, OutcomeRecord, RecordResult, Release,
     StoreError, Transition, LEASE_EXPIRED_ERROR,
@@ -212,12 +213,12 @@ fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
     let payload: Json<serde_json::Value> = row.try_get("payload")?;
     Ok(ClaimedIntent {
         id: row.try_get("id")?,
-        tenant: row.try_get("tenant")?,
-        operation_id: row.try_get("operation_id")?,
-        action: row.try_get("action")?,
+        tenant: TenantId::from_store(row.try_get("tenant")?),
+        operation_id: OperationId::from_store(row.try_get("operation_id")?),
+        action: ActionName::from_store(row.try_get("action")?),
         payload: payload.0,
         payload_version: row.try_get("payload_version")?,
-        idempotency_key: row.try_get("idempotency_key")?,
+        idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
         attempt_count: row.try_get("attempt_count")?,
         ambiguous_attempts: row.try_get("ambiguous_attempts")?,
         fencing_token: row.try_get("fencing_token")?,
@@ -271,7 +272,7 @@ pub(super) async fn reclaim_expired(
 /// Column arrays for [`RECORD_OUTCOMES_SQL`].
 #[derive(Default)]
 struct OutcomeColumns {
-    intent_id: Vec<i64>,
+    intent_id: Vec<IntentId>,
     token: Vec<i64>,
     state: Vec<&'static str>,
     next_at: Vec<Option<DateTime<Utc>>>,
@@ -329,7 +330,7 @@ pub(super) async fn record_outcomes(
     let mut cols = OutcomeColumns::default();
     outcomes.iter().for_each(|o| cols.push(o));
     // Planned on every execution (see the module documentation).
-    let applied: Vec<i64> = sqlx::query_scalar(RECORD_OUTCOMES_SQL)
+    let applied: Vec<IntentId> = sqlx::query_scalar(RECORD_OUTCOMES_SQL)
         .persistent(false)
         .bind(&cols.intent_id)
         .bind(&cols.token)
@@ -366,7 +367,7 @@ pub(super) async fn release_claims(
     if releases.is_empty() {
         return Ok(());
     }
-    let ids: Vec<i64> = releases.iter().map(|r| r.intent_id).collect();
+    let ids: Vec<IntentId> = releases.iter().map(|r| r.intent_id).collect();
     let tokens: Vec<i64> = releases.iter().map(|r| r.fencing_token).collect();
     let reasons: Vec<&str> = releases.iter().map(|r| r.reason.as_str()).collect();
     sqlx::query(RELEASE_SQL)

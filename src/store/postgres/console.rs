@@ -12,8 +12,8 @@ use super::review::append_audit_on;
 use crate::intent::{IntentId, IntentState};
 use crate::store::{
     check_failed_redispatch, check_redispatch, parse_class, parse_state, resend_confirmed_attempt,
-    AttemptEnd, ConsoleCounts, IntentRow, IntentSearch, Redispatch, ReviewError, StoreError,
-    TenantScope,
+    AttemptEnd, ConsoleCounts, IntentRow, IntentSearch, ReconciliationItemId, Redispatch,
+    ReviewError, StoreError, TenantScope,
 };
 
 /// How many due intents the oldest-due query looks at (the due index, in order).
@@ -51,7 +51,7 @@ pub(super) async fn console_counts(
     .bind(&tenants)
     .fetch_one(pool)
     .await?;
-    let oldest: Option<(i64, DateTime<Utc>)> = sqlx::query_as(
+    let oldest: Option<(ReconciliationItemId, DateTime<Utc>)> = sqlx::query_as(
         "SELECT id, opened_at FROM outbox_reconciliation_items WHERE resolved_at IS NULL \
          AND ($1::text[] IS NULL OR tenant = ANY($1)) ORDER BY opened_at, id LIMIT 1",
     )
@@ -139,8 +139,8 @@ pub(super) async fn ordering_blocker(
         "SELECT id, state FROM outbox_intents WHERE tenant = $1 AND ordering_key = $2 \
          AND id < $3 AND state IN ('pending', 'in_flight', 'unknown') ORDER BY id LIMIT 1",
     )
-    .bind(&intent.tenant)
-    .bind(key)
+    .bind(intent.tenant.as_str())
+    .bind(key.as_str())
     .bind(intent.id)
     .fetch_optional(pool)
     .await?;

@@ -23,7 +23,8 @@ use super::{
     Redispatch, Release, Resolution, ReviewError, StatusSummary, StoreError, TenantScope,
     Tombstone,
 };
-use crate::intent::{IntentId, IntentState};
+use crate::intent::{IntentId, IntentState, OperationId, TenantId};
+use crate::store::{AuditEntryId, ReconciliationItemId};
 
 /// The PostgreSQL implementation of [`OutboxStore`].
 #[derive(Debug, Clone)]
@@ -122,8 +123,8 @@ impl OutboxStore for PgStore {
 
     async fn find_intent(
         &self,
-        tenant: &str,
-        operation_id: &str,
+        tenant: &TenantId,
+        operation_id: &OperationId,
     ) -> Result<Option<IntentRow>, StoreError> {
         reads::find_intent(&self.pool, tenant, operation_id).await
     }
@@ -153,7 +154,7 @@ impl OutboxStore for PgStore {
 
     async fn get_reconciliation(
         &self,
-        id: i64,
+        id: ReconciliationItemId,
         scope: &TenantScope,
     ) -> Result<Option<ReconciliationItem>, StoreError> {
         review::get_reconciliation(&self.pool, id, scope).await
@@ -179,14 +180,14 @@ impl OutboxStore for PgStore {
 
     async fn record_probe_finding(
         &self,
-        item_id: i64,
+        item_id: ReconciliationItemId,
         finding: &str,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         review::record_probe_finding(&self.pool, item_id, finding, now).await
     }
 
-    async fn append_audit(&self, entry: &NewAuditEntry) -> Result<i64, StoreError> {
+    async fn append_audit(&self, entry: &NewAuditEntry) -> Result<AuditEntryId, StoreError> {
         review::append_audit(&self.pool, entry).await
     }
 
@@ -245,8 +246,8 @@ impl OutboxStore for PgStore {
 
     async fn find_tombstone(
         &self,
-        tenant: &str,
-        operation_id: &str,
+        tenant: &TenantId,
+        operation_id: &OperationId,
     ) -> Result<Option<Tombstone>, StoreError> {
         retention::find_tombstone(&self.pool, tenant, operation_id).await
     }

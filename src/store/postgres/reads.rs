@@ -6,7 +6,9 @@ use sqlx::types::Json;
 use sqlx::AssertSqlSafe;
 use sqlx::{PgPool, Row};
 
-use crate::intent::{IntentId, IntentState};
+use crate::intent::{
+    ActionName, IdempotencyKey, IntentId, IntentState, OperationId, OrderingKey, TenantId,
+};
 use crate::store::{
     parse_class, parse_state, AttemptRow, IntentFilter, IntentRow, StatusSummary, StoreError,
 };
@@ -21,14 +23,16 @@ pub(super) fn intent_from_row(row: &PgRow) -> Result<IntentRow, StoreError> {
     let state: String = row.try_get("state")?;
     Ok(IntentRow {
         id: row.try_get("id")?,
-        tenant: row.try_get("tenant")?,
-        operation_id: row.try_get("operation_id")?,
-        action: row.try_get("action")?,
+        tenant: TenantId::from_store(row.try_get("tenant")?),
+        operation_id: OperationId::from_store(row.try_get("operation_id")?),
+        action: ActionName::from_store(row.try_get("action")?),
         payload_version: row.try_get("payload_version")?,
         payload: payload.0,
         payload_sha256: row.try_get("payload_sha256")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        ordering_key: row.try_get("ordering_key")?,
+        idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
+        ordering_key: row
+            .try_get::<Option<String>, _>("ordering_key")?
+            .map(OrderingKey::from_store),
         state: parse_state(&state)?,
         attempt_count: row.try_get("attempt_count")?,
         ambiguous_attempts: row.try_get("ambiguous_attempts")?,
@@ -79,15 +83,15 @@ pub(super) async fn get_intent(
 
 pub(super) async fn find_intent(
     pool: &PgPool,
-    tenant: &str,
-    operation_id: &str,
+    tenant: &TenantId,
+    operation_id: &OperationId,
 ) -> Result<Option<IntentRow>, StoreError> {
     let sql = format!(
         "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE tenant = $1 AND operation_id = $2"
     );
     let row = sqlx::query(AssertSqlSafe(sql))
-        .bind(tenant)
-        .bind(operation_id)
+        .bind(tenant.as_str())
+        .bind(operation_id.as_str())
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(intent_from_row).transpose()
@@ -109,7 +113,7 @@ pub(super) async fn list_intents(
         .bind(f.state.map(IntentState::as_str))
         .bind(f.action.as_deref())
         .bind(f.created_before)
-        .bind(f.after_id.unwrap_or(0))
+        .bind(f.after_id.map_or(0, IntentId::get))
         .bind(i64::from(f.limit.max(1)))
         .fetch_all(pool)
         .await?;

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Row};
 
+use crate::intent::{OperationId, TenantId};
 use crate::store::{StoreError, Tombstone};
 
 /// Moves up to `$2` intents finished before `$1` to tombstones, in one statement; rows
@@ -75,21 +76,21 @@ pub(super) async fn prune_tombstones(
 
 pub(super) async fn find_tombstone(
     pool: &PgPool,
-    tenant: &str,
-    operation_id: &str,
+    tenant: &TenantId,
+    operation_id: &OperationId,
 ) -> Result<Option<Tombstone>, StoreError> {
     let row = sqlx::query(
         "SELECT tenant, operation_id, intent_id, payload_sha256, final_state, provider_ref, pruned_at \
          FROM outbox_tombstones WHERE tenant = $1 AND operation_id = $2",
     )
-    .bind(tenant)
-    .bind(operation_id)
+    .bind(tenant.as_str())
+    .bind(operation_id.as_str())
     .fetch_optional(pool)
     .await?;
     row.map(|row| {
         Ok(Tombstone {
-            tenant: row.try_get("tenant")?,
-            operation_id: row.try_get("operation_id")?,
+            tenant: TenantId::from_store(row.try_get("tenant")?),
+            operation_id: OperationId::from_store(row.try_get("operation_id")?),
             intent_id: row.try_get("intent_id")?,
             payload_sha256: row.try_get("payload_sha256")?,
             final_state: row.try_get("final_state")?,

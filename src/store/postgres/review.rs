@@ -8,11 +8,12 @@ use sqlx::AssertSqlSafe;
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::reads::{intent_from_row, INTENT_COLUMNS};
-use crate::intent::IntentId;
+use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
 use crate::store::{
     check_cancel, check_resolution, check_resolution_of, check_seen, resend_confirmed_attempt,
-    AuditEntry, AuditFilter, Cancellation, IntentRow, NewAuditEntry, ReconciliationFilter,
-    ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError, TenantScope,
+    AuditEntry, AuditEntryId, AuditFilter, Cancellation, IntentRow, NewAuditEntry,
+    ReconciliationFilter, ReconciliationItem, ReconciliationItemId, Resolution, ResolutionKind,
+    ReviewError, StoreError, TenantScope,
 };
 
 const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i.action, \
@@ -24,10 +25,10 @@ fn item_from_row(row: &PgRow) -> Result<ReconciliationItem, StoreError> {
     Ok(ReconciliationItem {
         id: row.try_get("id")?,
         intent_id: row.try_get("intent_id")?,
-        tenant: row.try_get("tenant")?,
-        operation_id: row.try_get("operation_id")?,
-        action: row.try_get("action")?,
-        idempotency_key: row.try_get("idempotency_key")?,
+        tenant: TenantId::from_store(row.try_get("tenant")?),
+        operation_id: OperationId::from_store(row.try_get("operation_id")?),
+        action: ActionName::from_store(row.try_get("action")?),
+        idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
         reason: row.try_get("reason")?,
         opened_at: row.try_get("opened_at")?,
         resolution: row.try_get("resolution")?,
@@ -56,7 +57,7 @@ pub(super) async fn list_reconciliation(
         .bind(f.open_only)
         .bind(f.action.as_deref())
         .bind(f.opened_before)
-        .bind(f.after_id.unwrap_or(0))
+        .bind(f.after_id.map_or(0, ReconciliationItemId::get))
         .bind(i64::from(f.limit.max(1)))
         .fetch_all(pool)
         .await?;
@@ -65,7 +66,7 @@ pub(super) async fn list_reconciliation(
 
 pub(super) async fn get_reconciliation(
     pool: &PgPool,
-    id: i64,
+    id: ReconciliationItemId,
     scope: &TenantScope,
 ) -> Result<Option<ReconciliationItem>, StoreError> {
     let sql =
@@ -257,7 +258,7 @@ pub(super) async fn cancel_intent(
 
 pub(super) async fn record_probe_finding(
     pool: &PgPool,
-    item_id: i64,
+    item_id: ReconciliationItemId,
     finding: &str,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
@@ -278,7 +279,7 @@ pub(super) async fn record_probe_finding(
 pub async fn append_audit_on(
     conn: &mut PgConnection,
     e: &NewAuditEntry,
-) -> Result<i64, StoreError> {
+) -> Result<AuditEntryId, StoreError> {
     Ok(sqlx::query_scalar(
         "INSERT INTO outbox_audit_log (at, actor, action, tenant, intent_id, details, note) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
@@ -286,7 +287,7 @@ pub async fn append_audit_on(
     .bind(e.at)
     .bind(&e.actor)
     .bind(&e.action)
-    .bind(&e.tenant)
+    .bind(e.tenant.as_ref().map(TenantId::as_str))
     .bind(e.intent_id)
     .bind(Json(&e.details))
     .bind(&e.note)
@@ -294,7 +295,10 @@ pub async fn append_audit_on(
     .await?)
 }
 
-pub(super) async fn append_audit(pool: &PgPool, e: &NewAuditEntry) -> Result<i64, StoreError> {
+pub(super) async fn append_audit(
+    pool: &PgPool,
+    e: &NewAuditEntry,
+) -> Result<AuditEntryId, StoreError> {
     let mut conn = pool.acquire().await?;
     append_audit_on(&mut conn, e).await
 }
@@ -325,7 +329,9 @@ pub(super) async fn search_audit(
                 at: row.try_get("at")?,
                 actor: row.try_get("actor")?,
                 action: row.try_get("action")?,
-                tenant: row.try_get("tenant")?,
+                tenant: row
+                    .try_get::<Option<String>, _>("tenant")?
+                    .map(TenantId::from_store),
                 intent_id: row.try_get("intent_id")?,
                 details: details.0,
                 note: row.try_get("note")?,

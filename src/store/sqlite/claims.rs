@@ -12,6 +12,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 
 use super::{from_ms, ms};
+use crate::intent::{ActionName, IdempotencyKey, OperationId, TenantId};
 use crate::store::{
     lease_millis, ClaimRequest, ClaimedIntent, FairShare, Release, StoreError, LEASE_EXPIRED_ERROR,
 };
@@ -83,12 +84,12 @@ fn claimed_from_row(row: &SqliteRow, claimed_at: i64) -> Result<ClaimedIntent, S
         .map_err(|e| StoreError::Corrupt(format!("payload is not JSON: {e}")))?;
     Ok(ClaimedIntent {
         id: row.try_get("id")?,
-        tenant: row.try_get("tenant")?,
-        operation_id: row.try_get("operation_id")?,
-        action: row.try_get("action")?,
+        tenant: TenantId::from_store(row.try_get("tenant")?),
+        operation_id: OperationId::from_store(row.try_get("operation_id")?),
+        action: ActionName::from_store(row.try_get("action")?),
         payload,
         payload_version: row.try_get("payload_version")?,
-        idempotency_key: row.try_get("idempotency_key")?,
+        idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
         attempt_count: row.try_get("attempt_count")?,
         ambiguous_attempts: row.try_get("ambiguous_attempts")?,
         fencing_token: row.try_get("fencing_token")?,

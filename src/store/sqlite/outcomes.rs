@@ -9,6 +9,7 @@ use sqlx::SqlitePool;
 
 use super::ms;
 use crate::action::AttemptClass;
+use crate::intent::IntentId;
 use crate::store::{OutcomeRecord, RecordResult, StoreError, Transition};
 
 /// The batch as rows, for every statement below.
@@ -108,7 +109,7 @@ pub(super) async fn record_outcomes(
             .execute(&mut *tx)
             .await?;
     }
-    let applied: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(record_intents_sql()))
+    let applied: Vec<IntentId> = sqlx::query_scalar(AssertSqlSafe(record_intents_sql()))
         .bind(&batch)
         .bind(now)
         .fetch_all(&mut *tx)

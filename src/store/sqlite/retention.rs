@@ -7,6 +7,7 @@ use sqlx::AssertSqlSafe;
 use sqlx::{Row, SqlitePool};
 
 use super::{from_ms, ms};
+use crate::intent::{OperationId, TenantId};
 use crate::store::{StoreError, Tombstone};
 
 const VICTIMS: &str = "SELECT id FROM outbox_intents WHERE finished_at < ?1 \
@@ -70,21 +71,21 @@ pub(super) async fn prune_tombstones(
 
 pub(super) async fn find_tombstone(
     pool: &SqlitePool,
-    tenant: &str,
-    operation_id: &str,
+    tenant: &TenantId,
+    operation_id: &OperationId,
 ) -> Result<Option<Tombstone>, StoreError> {
     let row = sqlx::query(
         "SELECT tenant, operation_id, intent_id, payload_sha256, final_state, provider_ref, pruned_at \
          FROM outbox_tombstones WHERE tenant = ?1 AND operation_id = ?2",
     )
-    .bind(tenant)
-    .bind(operation_id)
+    .bind(tenant.as_str())
+    .bind(operation_id.as_str())
     .fetch_optional(pool)
     .await?;
     row.map(|row| {
         Ok(Tombstone {
-            tenant: row.try_get("tenant")?,
-            operation_id: row.try_get("operation_id")?,
+            tenant: TenantId::from_store(row.try_get("tenant")?),
+            operation_id: OperationId::from_store(row.try_get("operation_id")?),
             intent_id: row.try_get("intent_id")?,
             payload_sha256: row.try_get("payload_sha256")?,
             final_state: row.try_get("final_state")?,

@@ -9,11 +9,12 @@ use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::reads::{intent_from_row, INTENT_COLUMNS};
 use super::{from_ms, ms};
-use crate::intent::IntentId;
+use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
 use crate::store::{
     check_cancel, check_resolution, check_resolution_of, check_seen, resend_confirmed_attempt,
-    AuditEntry, AuditFilter, Cancellation, IntentRow, NewAuditEntry, ReconciliationFilter,
-    ReconciliationItem, Resolution, ResolutionKind, ReviewError, StoreError, TenantScope,
+    AuditEntry, AuditEntryId, AuditFilter, Cancellation, IntentRow, NewAuditEntry,
+    ReconciliationFilter, ReconciliationItem, ReconciliationItemId, Resolution, ResolutionKind,
+    ReviewError, StoreError, TenantScope,
 };
 
 const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i.action, \
@@ -36,10 +37,10 @@ fn item_from_row(row: &SqliteRow) -> Result<ReconciliationItem, StoreError> {
     Ok(ReconciliationItem {
         id: row.try_get("id")?,
         intent_id: row.try_get("intent_id")?,
-        tenant: row.try_get("tenant")?,
-        operation_id: row.try_get("operation_id")?,
-        action: row.try_get("action")?,
-        idempotency_key: row.try_get("idempotency_key")?,
+        tenant: TenantId::from_store(row.try_get("tenant")?),
+        operation_id: OperationId::from_store(row.try_get("operation_id")?),
+        action: ActionName::from_store(row.try_get("action")?),
+        idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
         reason: row.try_get("reason")?,
         opened_at: from_ms(row.try_get("opened_at")?),
         resolution: row.try_get("resolution")?,
@@ -68,7 +69,7 @@ pub(super) async fn list_reconciliation(
         .bind(f.open_only)
         .bind(f.action.as_deref())
         .bind(f.opened_before.map(ms))
-        .bind(f.after_id.unwrap_or(0))
+        .bind(f.after_id.map_or(0, ReconciliationItemId::get))
         .bind(i64::from(f.limit.max(1)))
         .fetch_all(pool)
         .await?;
@@ -77,7 +78,7 @@ pub(super) async fn list_reconciliation(
 
 pub(super) async fn get_reconciliation(
     pool: &SqlitePool,
-    id: i64,
+    id: ReconciliationItemId,
     scope: &TenantScope,
 ) -> Result<Option<ReconciliationItem>, StoreError> {
     let sql = format!(
@@ -260,7 +261,7 @@ pub(super) async fn cancel_intent(
 
 pub(super) async fn record_probe_finding(
     pool: &SqlitePool,
-    item_id: i64,
+    item_id: ReconciliationItemId,
     finding: &str,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
@@ -281,7 +282,7 @@ pub(super) async fn record_probe_finding(
 pub async fn append_audit_on(
     conn: &mut SqliteConnection,
     e: &NewAuditEntry,
-) -> Result<i64, StoreError> {
+) -> Result<AuditEntryId, StoreError> {
     Ok(sqlx::query_scalar(
         "INSERT INTO outbox_audit_log (at, actor, action, tenant, intent_id, details, note) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
@@ -289,7 +290,7 @@ pub async fn append_audit_on(
     .bind(ms(e.at))
     .bind(&e.actor)
     .bind(&e.action)
-    .bind(&e.tenant)
+    .bind(e.tenant.as_ref().map(TenantId::as_str))
     .bind(e.intent_id)
     .bind(e.details.to_string())
     .bind(&e.note)
@@ -297,7 +298,10 @@ pub async fn append_audit_on(
     .await?)
 }
 
-pub(super) async fn append_audit(pool: &SqlitePool, e: &NewAuditEntry) -> Result<i64, StoreError> {
+pub(super) async fn append_audit(
+    pool: &SqlitePool,
+    e: &NewAuditEntry,
+) -> Result<AuditEntryId, StoreError> {
     let mut conn = pool.acquire().await?;
     append_audit_on(&mut conn, e).await
 }
@@ -329,7 +333,9 @@ pub(super) async fn search_audit(
                 at: from_ms(row.try_get("at")?),
                 actor: row.try_get("actor")?,
                 action: row.try_get("action")?,
-                tenant: row.try_get("tenant")?,
+                tenant: row
+                    .try_get::<Option<String>, _>("tenant")?
+                    .map(TenantId::from_store),
                 intent_id: row.try_get("intent_id")?,
                 details: serde_json::from_str(&details).unwrap_or(serde_json::Value::Null),
                 note: row.try_get("note")?,

@@ -11,22 +11,23 @@ use serde_json::{json, Value};
 use crate::support::admin::{unknown_intent, AdminServer, Api, ACME_OPS, ACME_OPS_2, ROOT};
 use crate::support::harness::{exec, Harness};
 use crate::support::TestDb;
+use outboxd::store::ReconciliationItemId;
 
-fn lines(report: &Value) -> Vec<(i64, String)> {
+fn lines(report: &Value) -> Vec<(ReconciliationItemId, String)> {
     report["items"]
         .as_array()
         .unwrap_or_else(|| panic!("{report}"))
         .iter()
         .map(|l| {
             (
-                l["item_id"].as_i64().unwrap(),
+                ReconciliationItemId::new(l["item_id"].as_i64().unwrap()),
                 l["result"].as_str().unwrap().to_owned(),
             )
         })
         .collect()
 }
 
-fn ids(report: &Value) -> BTreeSet<i64> {
+fn ids(report: &Value) -> BTreeSet<ReconciliationItemId> {
     lines(report).into_iter().map(|(id, _)| id).collect()
 }
 
@@ -57,7 +58,7 @@ async fn dry_run_reports_exactly_what_the_real_run_changes(t: &TestDb) {
     );
     assert_eq!(preview["items"][0]["operation_id"], "op-b-1");
     assert_eq!(preview["items"][0]["tenant"], "acme");
-    assert_eq!(preview["items"][0]["intent_id"], a1);
+    assert_eq!(preview["items"][0]["intent_id"], a1.get());
     for id in [a1, a2, a3, g1] {
         assert_eq!(
             h.intent(id).await.state,
@@ -188,7 +189,7 @@ async fn explicit_ids_report_each_item(t: &TestDb) {
         (i1, "redispatched".to_owned()),
         (i2, "already_resolved".to_owned()),
         (foreign, "not_found".to_owned()),
-        (999_999, "not_found".to_owned()),
+        (ReconciliationItemId::new(999_999), "not_found".to_owned()),
     ];
     expected.sort();
     assert_eq!(lines(&report), expected);
@@ -196,14 +197,14 @@ async fn explicit_ids_report_each_item(t: &TestDb) {
         .as_array()
         .unwrap()
         .iter()
-        .find(|l| l["item_id"] == i2)
+        .find(|l| l["item_id"] == i2.get())
         .unwrap();
     assert_eq!(second["detail"]["resolved_by"], "acme-ops-2");
     let foreign_line = report["items"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|l| l["item_id"] == foreign)
+        .find(|l| l["item_id"] == foreign.get())
         .unwrap();
     assert_eq!(
         foreign_line.as_object().unwrap().len(),

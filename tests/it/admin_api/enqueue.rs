@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -31,7 +31,7 @@ async fn create_replay_and_conflict(t: &TestDb) {
     assert_eq!(created.status(), StatusCode::CREATED);
     let location = created.headers()["location"].to_str().unwrap().to_owned();
     let receipt: Value = created.json().await.unwrap();
-    let id = receipt["intent_id"].as_i64().unwrap();
+    let id = IntentId::new(receipt["intent_id"].as_i64().unwrap());
     assert_eq!(location, format!("/v1/intents/{id}"));
     assert_eq!(
         (receipt["replayed"].clone(), receipt["state"].clone()),
@@ -51,7 +51,7 @@ async fn create_replay_and_conflict(t: &TestDb) {
     assert_eq!(replay["replayed"], true);
     assert_eq!(
         (replay["intent_id"].as_i64(), &replay["idempotency_key"]),
-        (Some(id), &receipt["idempotency_key"])
+        (Some(id.get()), &receipt["idempotency_key"])
     );
 
     let (status, conflict) = api.post("/v1/intents", refund("op-http-1", 9999)).await;
@@ -76,7 +76,7 @@ async fn create_replay_and_conflict(t: &TestDb) {
             entries[0]["tenant"].as_str(),
             entries[0]["intent_id"].as_i64()
         ),
-        (Some("acme"), Some(id))
+        (Some("acme"), Some(id.get()))
     );
 }
 
@@ -86,13 +86,15 @@ async fn an_enqueued_intent_is_delivered_once_and_replays_are_receipts(t: &TestD
     let api = server.api(Some(ROOT));
     let (status, receipt) = api.post("/v1/intents", refund("op-http-1", 1250)).await;
     assert_eq!(status, StatusCode::CREATED);
-    let id = receipt["intent_id"].as_i64().unwrap();
+    let id = IntentId::new(receipt["intent_id"].as_i64().unwrap());
     // The intent is an ordinary intent: the dispatcher delivers it with the stored key.
     h.dispatcher.drain().await.unwrap();
     let delivered = h.intent(id).await;
     assert_eq!(delivered.state, IntentState::Delivered);
     assert_eq!(
-        h.provider.effects_for_key(&delivered.idempotency_key).len(),
+        h.provider
+            .effects_for_key(delivered.idempotency_key.as_str())
+            .len(),
         1
     );
     let (status, replay) = api.post("/v1/intents", refund("op-http-1", 1250)).await;
@@ -103,7 +105,9 @@ async fn an_enqueued_intent_is_delivered_once_and_replays_are_receipts(t: &TestD
     );
     h.dispatcher.drain().await.unwrap();
     assert_eq!(
-        h.provider.effects_for_key(&delivered.idempotency_key).len(),
+        h.provider
+            .effects_for_key(delivered.idempotency_key.as_str())
+            .len(),
         1
     );
 }

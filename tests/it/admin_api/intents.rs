@@ -9,20 +9,21 @@ use serde_json::{json, Value};
 use crate::support::admin::{code, unknown_intent, AdminServer, ACME_OPS, ROOT};
 use crate::support::harness::{exec, Harness, REFUND};
 use crate::support::TestDb;
+use outboxd::intent::IntentId;
 
 /// Enqueues an acme refund that stays pending (due tomorrow) through any drain.
-pub async fn pending_refund(h: &Harness, op: &str) -> i64 {
+pub async fn pending_refund(h: &Harness, op: &str) -> IntentId {
     let intent = NewIntent::new("acme", op, REFUND, json!({"op": op}))
         .with_not_before(Utc::now() + Duration::days(1));
     h.enqueue(intent).await.intent_id
 }
 
-fn ids(body: &Value) -> Vec<i64> {
+fn ids(body: &Value) -> Vec<IntentId> {
     body["intents"]
         .as_array()
         .unwrap_or_else(|| panic!("no intents in {body}"))
         .iter()
-        .map(|i| i["id"].as_i64().unwrap())
+        .map(|i| IntentId::new(i["id"].as_i64().unwrap()))
         .collect()
 }
 
@@ -65,7 +66,7 @@ async fn list_filters_by_state_action_age_and_pages(t: &TestDb) {
             .get("/v1/intents?tenant=acme&state=pending&action=send_notification")
             .await
             .1),
-        Vec::<i64>::new()
+        Vec::<IntentId>::new()
     );
 
     let (_, page1) = api.get("/v1/intents?limit=2").await;
@@ -108,7 +109,7 @@ async fn show_has_payload_attempts_and_reconciliation(t: &TestDb) {
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0]["class"], "ambiguous");
     assert_eq!(attempts[0]["attempt_number"], 1);
-    assert_eq!(body["reconciliation"][0]["id"], item_id);
+    assert_eq!(body["reconciliation"][0]["id"], item_id.get());
     for path in ["/v1/intents/999999", "/v1/intents/abc", "/v1/intents/-1"] {
         let (status, body) = api.get(path).await;
         assert_eq!(
@@ -166,7 +167,7 @@ async fn cancel_a_pending_intent_once(t: &TestDb) {
     assert_eq!(entries.len(), 1, "{audit}");
     assert_eq!(entries[0]["action"], "intent.cancel");
     assert_eq!(entries[0]["actor"], "acme-ops");
-    assert_eq!(entries[0]["intent_id"], pending);
+    assert_eq!(entries[0]["intent_id"], pending.get());
     assert_eq!(entries[0]["note"], "customer withdrew");
 }
 

@@ -5,7 +5,7 @@
 //! `globex`'s entries.
 
 use chrono::{Duration, Utc};
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use outboxd::NewIntent;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -15,10 +15,19 @@ use crate::support::admin::{
 };
 use crate::support::harness::{Harness, REFUND};
 use crate::support::TestDb;
+use outboxd::store::ReconciliationItemId;
 
 /// Two tenants' data: `(acme unknown intent, acme item, globex unknown intent, globex item,
 /// globex pending intent)`.
-async fn two_tenants(h: &Harness) -> (i64, i64, i64, i64, i64) {
+async fn two_tenants(
+    h: &Harness,
+) -> (
+    IntentId,
+    ReconciliationItemId,
+    IntentId,
+    ReconciliationItemId,
+    IntentId,
+) {
     let (acme_intent, acme_item) = unknown_intent(h, "acme", "op-a").await;
     let (globex_intent, globex_item) = unknown_intent(h, "globex", "op-g").await;
     let pending = NewIntent::new(
@@ -38,12 +47,12 @@ async fn two_tenants(h: &Harness) -> (i64, i64, i64, i64, i64) {
     )
 }
 
-fn field_ids(body: &Value, list: &str) -> Vec<i64> {
+fn field_ids<T: From<i64>>(body: &Value, list: &str) -> Vec<T> {
     body[list]
         .as_array()
         .unwrap_or_else(|| panic!("{body}"))
         .iter()
-        .map(|i| i["id"].as_i64().unwrap())
+        .map(|i| T::from(i["id"].as_i64().unwrap()))
         .collect()
 }
 
@@ -63,20 +72,22 @@ async fn lists_and_audit_show_only_the_tokens_tenants(t: &TestDb) {
     for token in [ACME_OPS, ACME_VIEWER] {
         let acme = server.api(Some(token));
         assert_eq!(
-            field_ids(&acme.get("/v1/intents").await.1, "intents"),
+            field_ids::<IntentId>(&acme.get("/v1/intents").await.1, "intents"),
             vec![acme_intent]
         );
-        assert!(field_ids(&acme.get("/v1/intents?tenant=globex").await.1, "intents").is_empty());
-        assert!(field_ids(
+        assert!(
+            field_ids::<i64>(&acme.get("/v1/intents?tenant=globex").await.1, "intents").is_empty()
+        );
+        assert!(field_ids::<i64>(
             &acme.get("/v1/intents?tenant=globex&state=unknown").await.1,
             "intents"
         )
         .is_empty());
         assert_eq!(
-            field_ids(&acme.get("/v1/reconciliation").await.1, "items"),
+            field_ids::<ReconciliationItemId>(&acme.get("/v1/reconciliation").await.1, "items"),
             vec![acme_item]
         );
-        assert!(field_ids(
+        assert!(field_ids::<i64>(
             &acme.get("/v1/reconciliation?tenant=globex").await.1,
             "items"
         )
@@ -90,11 +101,11 @@ async fn lists_and_audit_show_only_the_tokens_tenants(t: &TestDb) {
         assert!(!audit.to_string().contains("globex"));
     }
     assert_eq!(
-        field_ids(&globex.get("/v1/intents").await.1, "intents"),
+        field_ids::<IntentId>(&globex.get("/v1/intents").await.1, "intents"),
         vec![globex_intent, globex_pending]
     );
     assert_eq!(
-        field_ids(&globex.get("/v1/reconciliation").await.1, "items"),
+        field_ids::<ReconciliationItemId>(&globex.get("/v1/reconciliation").await.1, "items"),
         vec![globex_item]
     );
     assert_eq!(
@@ -106,11 +117,11 @@ async fn lists_and_audit_show_only_the_tokens_tenants(t: &TestDb) {
     );
     let root = server.api(Some(ROOT));
     assert_eq!(
-        field_ids(&root.get("/v1/intents").await.1, "intents").len(),
+        field_ids::<IntentId>(&root.get("/v1/intents").await.1, "intents").len(),
         3
     );
     assert_eq!(
-        field_ids(&root.get("/v1/reconciliation").await.1, "items").len(),
+        field_ids::<ReconciliationItemId>(&root.get("/v1/reconciliation").await.1, "items").len(),
         2
     );
 }
@@ -194,11 +205,11 @@ async fn guessed_ids_change_nothing(t: &TestDb) {
             json!({"dry_run": false, "note": "n", "confirm_may_act_twice": true}),
         )
         .await;
-    let touched: Vec<i64> = run["items"]
+    let touched: Vec<ReconciliationItemId> = run["items"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|l| l["item_id"].as_i64().unwrap())
+        .map(|l| ReconciliationItemId::new(l["item_id"].as_i64().unwrap()))
         .collect();
     assert_eq!(touched, vec![acme_item], "only acme's item: {run}");
 
@@ -251,14 +262,14 @@ async fn enqueue_for_another_tenant_reveals_nothing(t: &TestDb) {
         "the same operation id in acme is acme's own: {mine}"
     );
     assert_eq!(mine["replayed"], false);
-    assert_ne!(mine["intent_id"].as_i64(), Some(theirs.intent_id));
+    assert_ne!(mine["intent_id"].as_i64(), Some(theirs.intent_id.get()));
     assert_ne!(
         mine["idempotency_key"].as_str(),
         Some(theirs.idempotency_key.as_str())
     );
     let (_, globex_view) = server.api(Some(GLOBEX_OPS)).get("/v1/intents").await;
     assert_eq!(
-        field_ids(&globex_view, "intents"),
+        field_ids::<IntentId>(&globex_view, "intents"),
         vec![theirs.intent_id],
         "globex unchanged"
     );

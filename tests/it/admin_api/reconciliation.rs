@@ -11,13 +11,14 @@ use serde_json::{json, Value};
 use crate::support::admin::{code, unknown_intent, AdminServer, ACME_OPS, ACME_OPS_2, ACME_VIEWER};
 use crate::support::harness::Harness;
 use crate::support::TestDb;
+use outboxd::store::ReconciliationItemId;
 
-fn item_ids(body: &Value) -> Vec<i64> {
+fn item_ids(body: &Value) -> Vec<ReconciliationItemId> {
     body["items"]
         .as_array()
         .unwrap_or_else(|| panic!("{body}"))
         .iter()
-        .map(|i| i["id"].as_i64().unwrap())
+        .map(|i| ReconciliationItemId::new(i["id"].as_i64().unwrap()))
         .collect()
 }
 
@@ -44,7 +45,7 @@ async fn queue_is_oldest_first_and_items_show_history(t: &TestDb) {
     let (_, page) = api.get("/v1/reconciliation?limit=1").await;
     assert_eq!(
         (item_ids(&page), page["next_after_id"].as_i64()),
-        (vec![first], Some(first))
+        (vec![first], Some(first.get()))
     );
     assert_eq!(
         item_ids(
@@ -62,7 +63,7 @@ async fn queue_is_oldest_first_and_items_show_history(t: &TestDb) {
             detail["item"]["id"].as_i64(),
             detail["intent"]["id"].as_i64()
         ),
-        (Some(second), Some(intent2))
+        (Some(second.get()), Some(intent2.get()))
     );
     assert_eq!(detail["intent"]["state"], "unknown");
     let attempt = &detail["attempts"][0];
@@ -160,7 +161,9 @@ async fn resolve_applies_once_then_answers_409(t: &TestDb) {
         "the loser changed nothing"
     );
     assert_eq!(
-        api.resolve(999_999, "abandoned", None).await.0,
+        api.resolve(ReconciliationItemId::new(999_999), "abandoned", None)
+            .await
+            .0,
         StatusCode::NOT_FOUND
     );
     assert!(item_ids(&api.get("/v1/reconciliation").await.1).is_empty());
@@ -193,7 +196,8 @@ async fn redispatch_pokes_the_dispatcher_and_abandon_is_terminal(t: &TestDb) {
     let resent = h.intent(resend).await;
     assert_eq!(resent.state, IntentState::Delivered);
     assert_eq!(
-        h.provider.request_count_for_key(&resent.idempotency_key),
+        h.provider
+            .request_count_for_key(resent.idempotency_key.as_str()),
         2,
         "sent again, same key"
     );

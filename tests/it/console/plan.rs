@@ -100,7 +100,7 @@ async fn an_intent_changed_since_the_dry_run_is_skipped(t: &TestDb) {
     };
     h.store.redispatch_failed(&redispatch).await.unwrap();
     h.provider.push_fault(FaultRule {
-        matcher: Matcher::Key(before.idempotency_key.clone()),
+        matcher: Matcher::Key(before.idempotency_key.to_string()),
         fault: Fault::StatusWithoutApply {
             status: 400,
             retry_after: None,

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use outboxd::fake_provider::{Fault, FaultRule, Matcher};
-use outboxd::intent::IntentState;
+use outboxd::intent::{IntentId, IntentState};
 use outboxd::NewIntent;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -18,6 +18,7 @@ use crate::support::admin::{unknown_intent, AdminServer, ACME_OPS};
 use crate::support::cli::Cli;
 use crate::support::harness::{exec, scalar, Harness, REFUND};
 use crate::support::TestDb;
+use outboxd::store::ReconciliationItemId;
 
 /// The hidden fields of the dry run's apply form, in page order.
 pub fn apply_fields(dry: &Answer) -> Vec<(String, String)> {
@@ -57,7 +58,7 @@ pub async fn post_fields(
 }
 
 /// Audit entries about `intent`.
-pub async fn audit_entries(h: &Harness, intent: i64) -> i64 {
+pub async fn audit_entries(h: &Harness, intent: IntentId) -> i64 {
     let sql = format!("SELECT count(*) FROM outbox_audit_log WHERE intent_id = {intent}");
     scalar(&h.db, &sql).await
 }
@@ -65,7 +66,11 @@ pub async fn audit_entries(h: &Harness, intent: i64) -> i64 {
 /// A keyed intent whose response was lost and whose key the provider may have forgotten
 /// (its first request was two days ago; the key is kept 24 h): `unknown`, in
 /// reconciliation. Returns `(intent_id, item_id)`.
-pub async fn keyed_unknown_past_its_key(h: &Harness, tenant: &str, op: &str) -> (i64, i64) {
+pub async fn keyed_unknown_past_its_key(
+    h: &Harness,
+    tenant: &str,
+    op: &str,
+) -> (IntentId, ReconciliationItemId) {
     let r = h
         .enqueue(NewIntent::new(tenant, op, REFUND, json!({"op": op})))
         .await;
@@ -87,7 +92,7 @@ pub async fn keyed_unknown_past_its_key(h: &Harness, tenant: &str, op: &str) -> 
     (id, items[0].id)
 }
 
-async fn open_items(h: &Harness, intent: i64) -> usize {
+async fn open_items(h: &Harness, intent: IntentId) -> usize {
     let items = h.store.reconciliation_for_intent(intent).await.unwrap();
     items.iter().filter(|i| i.resolved_at.is_none()).count()
 }

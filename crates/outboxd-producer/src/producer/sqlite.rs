@@ -12,7 +12,7 @@ use chrono::Utc;
 use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 
 use super::{EnqueueError, Enqueued, OutboxTransaction, ValidIntent};
-use crate::intent::IntentState;
+use crate::intent::{IntentId, IntentState};
 use crate::wire_key::{load_key_secret, wire_idempotency_key};
 
 /// Inserts the intent unless its operation is already recorded or was pruned (tombstone),
@@ -65,7 +65,7 @@ async fn enqueue_sqlite(
     })?;
     let secret = load_key_secret(&mut *conn).await?;
     let wire_key = wire_idempotency_key(&secret, &i.tenant, &i.idempotency_key);
-    let inserted: Option<i64> = sqlx::query_scalar(INSERT_SQL)
+    let inserted: Option<IntentId> = sqlx::query_scalar(INSERT_SQL)
         .bind(i.tenant.as_str())
         .bind(i.operation_id.as_str())
         .bind(i.action.as_str())

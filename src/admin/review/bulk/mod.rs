@@ -30,6 +30,7 @@ use super::plan::{verify, PlannedLine};
 use super::{page, pages, redirect, session, Session};
 use crate::admin::ops::required_note;
 use crate::admin::{AdminContext, ApiError, Forbidden};
+use crate::intent::{ActionName, IntentId};
 use crate::store::{
     check_cancel, redispatch_route, resend_risk_of, IntentRow, RedispatchRoute,
     CHANGED_SINCE_DRY_RUN,
@@ -61,7 +62,7 @@ impl Op {
 
 /// One listed intent and what the run does to it.
 struct Line {
-    id: i64,
+    id: IntentId,
     /// None: not found in the caller's tenants.
     intent: Option<IntentRow>,
     /// What changes, or why nothing does.
@@ -100,7 +101,7 @@ async fn lines(
         .into_iter()
         .map(|v| {
             v.trim()
-                .parse::<i64>()
+                .parse::<IntentId>()
                 .map_err(|_| ApiError::invalid("id", "must be an intent number"))
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -149,13 +150,13 @@ async fn lines(
 async fn scoped_intent(
     ctx: &AdminContext,
     s: &Session,
-    id: i64,
+    id: IntentId,
 ) -> Result<Option<IntentRow>, ApiError> {
     Ok(ctx
         .store
         .get_intent(id)
         .await?
-        .filter(|i| s.caller.scope.allows(&i.tenant)))
+        .filter(|i| s.caller.scope.allows(i.tenant.as_str())))
 }
 
 /// The lines of a confirmed plan, read again now: a line whose intent changed since the
@@ -203,7 +204,7 @@ async fn planned_lines(
 
 /// The changing lines whose redispatch may make the provider act twice, with the resend
 /// rule's reason for each: `(intent id, action, reason)`.
-fn twice_risk(ctx: &AdminContext, op: Op, lines: &[Line]) -> Vec<(i64, String, String)> {
+fn twice_risk(ctx: &AdminContext, op: Op, lines: &[Line]) -> Vec<(IntentId, ActionName, String)> {
     if op != Op::Redispatch {
         return Vec::new();
     }

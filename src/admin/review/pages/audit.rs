@@ -5,7 +5,8 @@ use maud::html;
 
 use crate::admin::auth::Caller;
 use crate::admin::review::html::{head_row, layout, or_dash, time, DASH};
-use crate::store::AuditEntry;
+use crate::intent::TenantId;
+use crate::store::{AuditEntry, AuditEntryId};
 
 /// The audit page's filter as typed.
 #[derive(Debug, Default)]
@@ -34,7 +35,7 @@ impl AuditForm {
     }
 
     /// The address of the entries older than `before_id` under the same filter.
-    fn older_than(&self, before_id: i64) -> String {
+    fn older_than(&self, before_id: AuditEntryId) -> String {
         match self.query() {
             query if query.is_empty() => format!("/review/audit?before_id={before_id}"),
             query => format!("/review/audit?{query}&before_id={before_id}"),
@@ -47,7 +48,7 @@ impl AuditForm {
 pub(in crate::admin::review) fn audit(
     caller: &Caller,
     entries: &[AuditEntry],
-    next_before_id: Option<i64>,
+    next_before_id: Option<AuditEntryId>,
     form: &AuditForm,
 ) -> String {
     let columns = [
@@ -77,7 +78,7 @@ pub(in crate::admin::review) fn audit(
                             td { (time(e.at)) }
                             td { (e.actor) }
                             td { (e.action) }
-                            td { (or_dash(e.tenant.as_deref())) }
+                            td { (or_dash(e.tenant.as_ref().map(TenantId::as_str))) }
                             td { @match e.intent_id { Some(id) => { "#" (id) }, None => (DASH) } }
                             td { (or_dash(e.note.as_deref())) }
                             td.mono { (e.details.to_string()) }

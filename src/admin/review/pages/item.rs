@@ -9,7 +9,7 @@ use super::back_to_queue;
 use crate::admin::auth::Caller;
 use crate::admin::ops::ItemDetail;
 use crate::admin::review::html::{age, head_row, layout, or_dash, time, time_opt, DASH};
-use crate::store::AttemptRow;
+use crate::store::{AttemptRow, ReconciliationItemId};
 
 /// What the resolution form shows (after a refused submission, what was typed).
 #[derive(Debug, Clone, Default)]
@@ -129,7 +129,7 @@ pub(in crate::admin::review) fn attempts(rows: &[AttemptRow]) -> Markup {
     }
 }
 
-fn resolve_form(item_id: i64, csrf: &str, form: &FormState) -> Markup {
+fn resolve_form(item_id: ReconciliationItemId, csrf: &str, form: &FormState) -> Markup {
     let chosen = |value: &str| form.resolution.as_deref() == Some(value);
     html! {
         form.resolve method="post" action={ "/review/items/" (item_id) "/resolve" } {

@@ -17,7 +17,7 @@ use maud::{html, Markup};
 
 use super::html::{age, back_link, head_row, layout, notice, or_dash, time};
 use crate::admin::auth::Caller;
-use crate::store::ReconciliationItem;
+use crate::store::{ReconciliationItem, ReconciliationItemId};
 
 /// The sign-in form, with an optional error.
 pub(super) fn login(error: Option<&str>) -> String {
@@ -42,7 +42,7 @@ pub(super) fn queue(
     items: &[ReconciliationItem],
     now: DateTime<Utc>,
     flash: Option<Markup>,
-    next_after_id: Option<i64>,
+    next_after_id: Option<ReconciliationItemId>,
 ) -> String {
     let columns = [
         "Item",

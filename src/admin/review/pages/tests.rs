@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::config::Role;
-use crate::store::TenantScope;
+use crate::store::{AuditEntryId, TenantScope};
 
 const HOSTILE: &str = "<script>alert(1)</script> \"q\" & 'a'";
 const ESCAPED: &str = "&lt;script&gt;alert(1)&lt;/script&gt; &quot;q&quot; &amp; 'a'";
@@ -41,7 +41,7 @@ fn the_audit_filter_and_its_older_link_escape_what_was_typed() {
         action: "a&b".into(),
         intent: "\"7\"".into(),
     };
-    let page = audit(&hostile_caller(), &[], Some(41), &form);
+    let page = audit(&hostile_caller(), &[], Some(AuditEntryId::new(41)), &form);
     no_raw_markup(&page);
     assert!(page.contains(&format!("id=\"a-actor\" value=\"{ESCAPED}\"")));
     assert!(page.contains("id=\"a-action\" value=\"a&amp;b\""));
@@ -54,7 +54,12 @@ fn the_audit_filter_and_its_older_link_escape_what_was_typed() {
 
 #[test]
 fn the_older_link_without_a_filter_has_only_the_position() {
-    let page = audit(&hostile_caller(), &[], Some(41), &AuditForm::default());
+    let page = audit(
+        &hostile_caller(),
+        &[],
+        Some(AuditEntryId::new(41)),
+        &AuditForm::default(),
+    );
     assert!(
         page.contains("href=\"/review/audit?before_id=41\""),
         "{page}"
