@@ -12,7 +12,7 @@
 //! * [`report`] — exit codes, the error chain printed once, the `--json` error shape.
 //! * `render`, `table` — aligned text for people; `--json` prints the store's values.
 //!
-//! Every change goes through [`crate::store::OutboxStore`], so it is atomic and audited
+//! Every change goes through [`crate::store::ReviewStore`], so it is atomic and audited
 //! exactly as through the admin API.
 
 pub mod args;

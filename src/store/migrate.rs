@@ -31,63 +31,61 @@ impl Migration {
     }
 }
 
+/// The migrations of one backend's folder under `migrations/`, in order: one list for both
+/// backends, so they stay paired one to one by version and name.
+macro_rules! migrations {
+    ($backend:literal) => {
+        &[
+            Migration {
+                version: 1,
+                name: "outbox",
+                sql: include_str!(concat!("../../migrations/", $backend, "/0001_outbox.sql")),
+            },
+            Migration {
+                version: 2,
+                name: "producer_functions",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0002_producer_functions.sql"
+                )),
+            },
+            Migration {
+                version: 3,
+                name: "tenant_keys_exact_numbers",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0003_tenant_keys_exact_numbers.sql"
+                )),
+            },
+            Migration {
+                version: 4,
+                name: "tenant_turns_provider_states",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0004_tenant_turns_provider_states.sql"
+                )),
+            },
+            Migration {
+                version: 5,
+                name: "bytewise_turns_resend_confirmations",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0005_bytewise_turns_resend_confirmations.sql"
+                )),
+            },
+        ]
+    };
+}
+
 /// PostgreSQL migrations, in order.
-pub const POSTGRES: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "outbox",
-        sql: include_str!("../../migrations/postgres/0001_outbox.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "producer_functions",
-        sql: include_str!("../../migrations/postgres/0002_producer_functions.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "tenant_keys_exact_numbers",
-        sql: include_str!("../../migrations/postgres/0003_tenant_keys_exact_numbers.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "tenant_turns_provider_states",
-        sql: include_str!("../../migrations/postgres/0004_tenant_turns_provider_states.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "bytewise_turns_resend_confirmations",
-        sql: include_str!("../../migrations/postgres/0005_bytewise_turns_resend_confirmations.sql"),
-    },
-];
+pub const POSTGRES: &[Migration] = migrations!("postgres");
 
 /// SQLite migrations, in order; paired one to one with [`POSTGRES`].
-pub const SQLITE: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "outbox",
-        sql: include_str!("../../migrations/sqlite/0001_outbox.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "producer_functions",
-        sql: include_str!("../../migrations/sqlite/0002_producer_functions.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "tenant_keys_exact_numbers",
-        sql: include_str!("../../migrations/sqlite/0003_tenant_keys_exact_numbers.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "tenant_turns_provider_states",
-        sql: include_str!("../../migrations/sqlite/0004_tenant_turns_provider_states.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "bytewise_turns_resend_confirmations",
-        sql: include_str!("../../migrations/sqlite/0005_bytewise_turns_resend_confirmations.sql"),
-    },
-];
+pub const SQLITE: &[Migration] = migrations!("sqlite");
 
 /// The schema version this build expects (the last migration's version).
 pub fn expected_version() -> i64 {
