@@ -1,5 +1,6 @@
-//! Values passed to and returned by the [`super::OutboxStore`] trait: claimed intents,
-//! attempt records, lifecycle transitions and read models for status and review.
+//! Values passed to and returned by the store's role traits ([`super::roles`]): claimed
+//! intents, attempt records, lifecycle transitions and read models for status and review,
+//! and the status fold ([`StatusSummary::from_counts`]).
 
 use std::time::Duration;
 
