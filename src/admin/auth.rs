@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{AdminContext, ApiError};
+use super::{AdminContext, ApiError, Forbidden};
 use crate::config::{AdminToken, Role};
 use crate::store::TenantScope;
 
@@ -43,9 +43,7 @@ impl Caller {
         if self.role.can_write() {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(
-                "this token has the viewer role; changes need an operator token".into(),
-            ))
+            Err(Forbidden::ViewerRole.into())
         }
     }
 

@@ -23,7 +23,7 @@ use super::{AdminContext, ApiError};
 use crate::intent::IntentState;
 use crate::store::{
     resend_risk_of, NewAuditEntry, ReconciliationFilter, ReconciliationItem, ResolutionKind,
-    TenantScope, CONFIRM_FIELD,
+    ReviewError, TenantScope, CONFIRM_FIELD,
 };
 
 /// Default number of items one run looks at.
@@ -275,10 +275,12 @@ async fn redispatch_one(
     if let Err(e) = outcome {
         e.log();
         line.result = match &e {
-            ApiError::AlreadyResolved { .. } => "already_resolved",
-            ApiError::WrongState { .. } => "wrong_state",
-            ApiError::NotFound => "not_found",
-            ApiError::Invalid { field, .. } if field == CONFIRM_FIELD => "confirmation_required",
+            ApiError::Review(ReviewError::AlreadyResolved { .. }) => "already_resolved",
+            ApiError::Review(ReviewError::WrongState { .. }) => "wrong_state",
+            ApiError::Review(ReviewError::NotFound) => "not_found",
+            ApiError::Review(ReviewError::Invalid(f)) if f.field == CONFIRM_FIELD => {
+                "confirmation_required"
+            }
             _ => "error",
         };
         line.detail = Some(e.body()["error"].clone());

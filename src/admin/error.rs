@@ -1,17 +1,28 @@
 //! [`ApiError`]: every way an admin request can fail, and the one place where each maps to
-//! an HTTP status and a stable error code. The JSON API renders it as
-//! `{"error": {"code", "message", ...}}`; the review page renders the same status and
-//! message as HTML.
+//! an HTTP status and a stable error code ([`ApiError::status`], [`ApiError::code`], one
+//! match). The store's refusals ([`ReviewError`]) and the producer's ([`EnqueueError`])
+//! are wrapped as they are, so their fields are declared once, where they are decided. The
+//! JSON API renders the error as `{"error": {"code", "message", ...}}`; the review page
+//! renders the same status and message as HTML. A failure of the database (or of any
+//! other part the caller cannot fix) is a 500 whose cause is logged, never shown.
+
+use std::error::Error;
 
 use axum::http::header::WWW_AUTHENTICATE;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
+use crate::intent::InvalidField;
 use crate::producer::EnqueueError;
 use crate::store::{ReviewError, StoreError};
+
+#[cfg(test)]
+mod tests;
+
+/// What a caller is told about a failure that is not theirs to fix.
+const INTERNAL: &str = "internal error";
 
 /// Why an admin request was refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -19,96 +30,138 @@ pub enum ApiError {
     /// No token, a malformed `Authorization` header, or a token that matches none (401).
     #[error("a valid bearer token is required")]
     Unauthenticated,
-    /// The token may not do this: a viewer attempting a change, or a tenant outside the
-    /// token's scope in a request body (403).
-    #[error("{0}")]
-    Forbidden(String),
+    /// The token may not do this (403).
+    #[error(transparent)]
+    Forbidden(#[from] Forbidden),
     /// Nothing with this id inside the caller's tenants (404); also for ids that exist in
     /// another tenant, so existence is never revealed.
     #[error("not found")]
     NotFound,
-    /// A field is missing or malformed (400); `field` names it when known.
-    #[error("invalid {field}: {reason}")]
-    Invalid {
-        /// The offending field (`note`, `tenant`, `older_than`, `body`, ...).
-        field: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// Someone resolved the reconciliation item first (409).
-    #[error("already resolved as {resolution} by {resolved_by} at {resolved_at}")]
-    AlreadyResolved {
-        /// Their resolution.
-        resolution: String,
-        /// Who.
-        resolved_by: String,
-        /// When.
-        resolved_at: DateTime<Utc>,
-    },
-    /// The intent is not in a state the change applies to (409).
-    #[error("intent is {state}; {what}")]
-    WrongState {
-        /// The intent's current state.
-        state: String,
-        /// What the change expects.
-        what: &'static str,
-    },
-    /// The operation id is already recorded with a different payload (409).
-    #[error("operation {operation_id:?} was already recorded with a different payload")]
-    Conflict {
-        /// The operation id.
-        operation_id: String,
-    },
+    /// A field of the request is missing or malformed (400); the error names it.
+    #[error(transparent)]
+    Invalid(InvalidField),
+    /// The store refused the change or found nothing (404, 400, 409), or the database
+    /// failed (500).
+    #[error("{}", review_text(.0))]
+    Review(#[from] ReviewError),
+    /// Recording an intent was refused (400, 409) or failed (500).
+    #[error("{}", enqueue_text(.0))]
+    Enqueue(#[from] EnqueueError),
     /// The database failed (500); details are logged, not returned.
-    #[error("internal error")]
+    #[error("{INTERNAL}")]
     Store(#[from] StoreError),
+}
+
+/// Why a caller with a valid session or token may not do this (403).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Forbidden {
+    /// A viewer token or session asked for a change.
+    #[error("this token has the viewer role; changes need an operator token")]
+    ViewerRole,
+    /// A request body names a tenant outside the token's tenants.
+    #[error("this token may not record intents for that tenant")]
+    TenantOutsideScope,
+    /// The review page's resolution form came without this session's CSRF token.
+    #[error(
+        "This form has expired or did not come from this page. Reload the item and try again."
+    )]
+    StaleResolveForm,
+    /// The review page's bulk change form came without this session's CSRF token.
+    #[error("This form has expired or did not come from this page. Run the dry run again.")]
+    StaleBulkForm,
+}
+
+/// The message of a store error: its own words for a refusal, [`INTERNAL`] for a failure.
+fn review_text(e: &ReviewError) -> String {
+    match e {
+        ReviewError::Store(_) => INTERNAL.to_owned(),
+        refusal => refusal.to_string(),
+    }
+}
+
+/// The message of an enqueue error (the caller knows its tenant; the message does not
+/// repeat it).
+fn enqueue_text(e: &EnqueueError) -> String {
+    match e {
+        EnqueueError::Conflict { operation_id, .. } => {
+            format!("operation {operation_id:?} was already recorded with a different payload")
+        }
+        EnqueueError::Invalid(field) => field.to_string(),
+        EnqueueError::Database(_) | EnqueueError::KeySecret(_) => INTERNAL.to_owned(),
+    }
 }
 
 impl ApiError {
     /// A 400 naming `field`.
-    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ApiError::Invalid {
-            field: field.into(),
-            reason: reason.into(),
+    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        ApiError::Invalid(InvalidField::new(field, reason))
+    }
+
+    /// The HTTP status and the stable machine-readable code, decided together for every
+    /// variant, the wrapped ones by their own variant.
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        const NOT_FOUND: (StatusCode, &str) = (StatusCode::NOT_FOUND, "not_found");
+        const INVALID: (StatusCode, &str) = (StatusCode::BAD_REQUEST, "invalid_request");
+        const FAILED: (StatusCode, &str) = (StatusCode::INTERNAL_SERVER_ERROR, "internal");
+        match self {
+            ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "unauthenticated"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::NotFound | ApiError::Review(ReviewError::NotFound) => NOT_FOUND,
+            ApiError::Invalid(_)
+            | ApiError::Review(ReviewError::Invalid(_))
+            | ApiError::Enqueue(EnqueueError::Invalid(_)) => INVALID,
+            ApiError::Review(ReviewError::AlreadyResolved { .. }) => {
+                (StatusCode::CONFLICT, "already_resolved")
+            }
+            ApiError::Review(ReviewError::WrongState { .. }) => {
+                (StatusCode::CONFLICT, "wrong_state")
+            }
+            ApiError::Enqueue(EnqueueError::Conflict { .. }) => (StatusCode::CONFLICT, "conflict"),
+            ApiError::Store(_)
+            | ApiError::Review(ReviewError::Store(_))
+            | ApiError::Enqueue(EnqueueError::Database(_) | EnqueueError::KeySecret(_)) => FAILED,
         }
     }
 
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
-        match self {
-            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::NotFound => StatusCode::NOT_FOUND,
-            ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
-            ApiError::AlreadyResolved { .. }
-            | ApiError::WrongState { .. }
-            | ApiError::Conflict { .. } => StatusCode::CONFLICT,
-            ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        self.status_and_code().0
     }
 
     /// The stable machine-readable code.
     pub fn code(&self) -> &'static str {
+        self.status_and_code().1
+    }
+
+    /// The failure behind a 500, to log with its causes (never shown to the caller).
+    pub fn internal(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            ApiError::Unauthenticated => "unauthenticated",
-            ApiError::Forbidden(_) => "forbidden",
-            ApiError::NotFound => "not_found",
-            ApiError::Invalid { .. } => "invalid_request",
-            ApiError::AlreadyResolved { .. } => "already_resolved",
-            ApiError::WrongState { .. } => "wrong_state",
-            ApiError::Conflict { .. } => "conflict",
-            ApiError::Store(_) => "internal",
+            ApiError::Store(e) | ApiError::Review(ReviewError::Store(e)) => Some(e),
+            ApiError::Enqueue(e @ (EnqueueError::Database(_) | EnqueueError::KeySecret(_))) => {
+                Some(e)
+            }
+            _ => None,
         }
     }
 
-    /// The message of the JSON body: for a 500, where to look and the request id.
+    /// The field a 400 names, whichever layer refused it.
+    pub fn invalid_field(&self) -> Option<&InvalidField> {
+        match self {
+            ApiError::Invalid(field)
+            | ApiError::Review(ReviewError::Invalid(field))
+            | ApiError::Enqueue(EnqueueError::Invalid(field)) => Some(field),
+            _ => None,
+        }
+    }
+
+    /// The message for the caller: for a 500, where to look and the request id.
     pub fn message(&self) -> String {
-        match (self, crate::api::request_id::current()) {
-            (ApiError::Store(_), Some(id)) => {
-                format!("internal error; details in the log, request id {id}")
-            }
-            (ApiError::Store(_), None) => "internal error; details in the log".to_owned(),
-            _ => self.to_string(),
+        if self.internal().is_none() {
+            return self.to_string();
+        }
+        match crate::api::request_id::current() {
+            Some(id) => format!("{INTERNAL}; details in the log, request id {id}"),
+            None => format!("{INTERNAL}; details in the log"),
         }
     }
 
@@ -118,18 +171,22 @@ impl ApiError {
         if let Some(id) = crate::api::request_id::current() {
             error["request_id"] = json!(id);
         }
+        if let Some(field) = self.invalid_field() {
+            error["field"] = json!(field.field);
+        }
         match self {
-            ApiError::Invalid { field, .. } => error["field"] = json!(field),
-            ApiError::AlreadyResolved {
+            ApiError::Review(ReviewError::AlreadyResolved {
                 resolution,
                 resolved_by,
                 resolved_at,
-            } => {
+            }) => {
                 error["resolution"] = json!(resolution);
                 error["resolved_by"] = json!(resolved_by);
                 error["resolved_at"] = json!(resolved_at);
             }
-            ApiError::WrongState { state, .. } => error["state"] = json!(state),
+            ApiError::Review(ReviewError::WrongState { state, .. }) => {
+                error["state"] = json!(state)
+            }
             _ => {}
         }
         json!({ "error": error })
@@ -137,7 +194,7 @@ impl ApiError {
 
     /// Logs server-side failures (with their cause) once, where they become responses.
     pub(crate) fn log(&self) {
-        if let ApiError::Store(e) = self {
+        if let Some(e) = self.internal() {
             // Inside the `request` span, which carries the request id.
             tracing::error!(error = %e, "admin request failed");
         }
@@ -157,58 +214,8 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<ReviewError> for ApiError {
-    fn from(e: ReviewError) -> Self {
-        match e {
-            ReviewError::NotFound => ApiError::NotFound,
-            ReviewError::AlreadyResolved {
-                resolution,
-                resolved_by,
-                resolved_at,
-            } => ApiError::AlreadyResolved {
-                resolution,
-                resolved_by,
-                resolved_at,
-            },
-            ReviewError::WrongState { state, what } => ApiError::WrongState { state, what },
-            ReviewError::Invalid(field) => ApiError::invalid(field.field, field.reason),
-            ReviewError::Store(e) => ApiError::Store(e),
-        }
-    }
-}
-
-impl From<EnqueueError> for ApiError {
-    fn from(e: EnqueueError) -> Self {
-        match e {
-            EnqueueError::Conflict { operation_id, .. } => ApiError::Conflict { operation_id },
-            EnqueueError::Invalid(field) => ApiError::invalid(field.field, field.reason),
-            EnqueueError::Database(e) => ApiError::Store(StoreError::Database(e)),
-            EnqueueError::KeySecret(e) => ApiError::Store(StoreError::Corrupt(e.to_string())),
-        }
-    }
-}
-
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         ApiError::Store(StoreError::Database(e))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::intent::InvalidField;
-
-    #[test]
-    fn a_store_validation_error_keeps_its_field() {
-        for field in ["note", "actor", "provider_ref"] {
-            // The reason mentions another field: the field comes from the error, not the text.
-            let error = ApiError::from(ReviewError::Invalid(InvalidField::new(
-                field,
-                "the actor must give the provider reference in a note",
-            )));
-            assert_eq!(error.status(), StatusCode::BAD_REQUEST);
-            assert_eq!(error.body()["error"]["field"], json!(field), "{field}");
-        }
     }
 }

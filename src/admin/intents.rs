@@ -16,7 +16,7 @@ use super::extract::{
     DEFAULT_LIMIT, MAX_LIMIT,
 };
 use super::ops::{intent_detail, required_note};
-use super::{AdminContext, ApiError};
+use super::{AdminContext, ApiError, Forbidden};
 use crate::producer::{Enqueued, NewIntent};
 use crate::store::{Cancellation, CommittedEnqueueError, Database, IntentFilter, NewAuditEntry};
 
@@ -140,9 +140,7 @@ pub(crate) async fn create_intent(
 ) -> Result<Response, ApiError> {
     caller.require_operator()?;
     if !caller.scope.allows(&body.tenant) {
-        return Err(ApiError::Forbidden(
-            "this token may not record intents for that tenant".into(),
-        ));
+        return Err(Forbidden::TenantOutsideScope.into());
     }
     let intent = NewIntent::from(body);
     let audit = enqueue_audit(&caller, &intent);

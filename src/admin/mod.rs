@@ -66,7 +66,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio::sync::Notify;
 
-pub use error::ApiError;
+pub use error::{ApiError, Forbidden};
 
 use crate::action::resend::ResendPolicies;
 use crate::action::RetrySafety;

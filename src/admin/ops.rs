@@ -130,7 +130,7 @@ impl ResolveRequest {
 
 /// Resolves an open item as the caller (operator only), then pokes the local dispatcher
 /// if the intent went back to pending. Of two concurrent resolutions exactly one applies;
-/// the other gets [`ApiError::AlreadyResolved`]. A redispatch that may act twice (the
+/// the other gets [`crate::store::ReviewError::AlreadyResolved`]. A redispatch that may act twice (the
 /// resend rule, checked by the store on the row it changes) needs
 /// `confirmed_may_act_twice`, or is refused naming that field.
 pub(crate) async fn resolve(
@@ -175,7 +175,7 @@ mod tests {
             ("retry", None, "resolution"),
         ] {
             match resolution_kind(name, reference) {
-                Err(ApiError::Invalid { field: f, .. }) => assert_eq!(f, field),
+                Err(ApiError::Invalid(f)) => assert_eq!(f.field, field),
                 other => panic!("{name}: {other:?}"),
             }
         }

@@ -4,7 +4,7 @@ use chrono::Utc;
 
 use super::args::{actor_or_default, IntentsCommand};
 use super::render::{attempts_table, intent_block, intents_table, items_table};
-use super::{print_json, CommandError, SCOPE};
+use super::{print_json, CommandError, Subject, SCOPE};
 use crate::intent::IntentState;
 use crate::store::{Cancellation, Database, IntentDetail, IntentFilter};
 
@@ -64,7 +64,7 @@ async fn show(db: &Database, id: i64, json: bool) -> Result<(), CommandError> {
     let intent = store
         .get_intent(id)
         .await?
-        .ok_or(CommandError::NoSuchIntent(id))?;
+        .ok_or_else(|| CommandError::not_found(Subject::Intent(id)))?;
     let detail = IntentDetail {
         attempts: store.list_attempts(id).await?,
         reconciliation: store.reconciliation_for_intent(id).await?,
@@ -116,7 +116,7 @@ async fn cancel(
         .operator_store()
         .cancel_intent(&cancellation)
         .await
-        .map_err(|e| CommandError::from_review(e, Some(id), None))?;
+        .map_err(|e| CommandError::review(Subject::Intent(id), e))?;
     if json {
         return print_json(&intent);
     }

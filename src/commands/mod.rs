@@ -10,6 +10,7 @@
 //! * [`status`] (`status`, `migrate`), [`config_check`] (`config check`), `reconcile`,
 //!   `intents`, `maintenance` — one file per command group.
 //! * [`report`] — exit codes, the error chain printed once, the `--json` error shape.
+//! * [`review_failed`] — a store refusal about one item or intent, in CLI words.
 //! * `render`, `table` — aligned text for people; `--json` prints the store's values.
 //!
 //! Every change goes through [`crate::store::ReviewStore`], so it is atomic and audited
@@ -25,16 +26,17 @@ pub mod open;
 mod reconcile;
 mod render;
 pub mod report;
+pub mod review_failed;
 pub mod status;
 mod table;
 
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 pub use args::{
     CheckArgs, IntentsCommand, ReconcileCommand, ResolveArgs, ResolveAs, ReviewCommand,
 };
 pub use report::ExitKind;
+pub use review_failed::{ReviewFailed, Subject};
 
 use crate::config::Config;
 use crate::store::connect::OpenMode;
@@ -49,34 +51,10 @@ pub enum CommandError {
     /// A query failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// No such reconciliation item.
-    #[error("no reconciliation item {0}")]
-    NoSuchItem(i64),
-    /// No such intent.
-    #[error("no intent {0}")]
-    NoSuchIntent(i64),
-    /// Someone (or the probe) resolved the item first; nothing changed.
-    #[error("reconciliation item {item_id} was already resolved as {resolution} by {resolved_by} at {resolved_at}; nothing changed")]
-    AlreadyResolved {
-        /// The item.
-        item_id: i64,
-        /// Their resolution.
-        resolution: String,
-        /// Who.
-        resolved_by: String,
-        /// When.
-        resolved_at: DateTime<Utc>,
-    },
-    /// The intent is not in a state the change applies to; nothing changed.
-    #[error("intent {intent_id} is {state}: {what}; nothing changed")]
-    WrongState {
-        /// The intent.
-        intent_id: i64,
-        /// Its state.
-        state: String,
-        /// What was expected.
-        what: &'static str,
-    },
+    /// The store refused a change (or found nothing) about one item or intent, or the
+    /// database failed; the message names the item or intent.
+    #[error(transparent)]
+    Review(#[from] ReviewFailed),
     /// The arguments do not make a valid request; nothing changed.
     #[error("{0}")]
     Usage(String),
@@ -92,6 +70,16 @@ pub enum CommandError {
 }
 
 impl CommandError {
+    /// The store's `error` about `subject`.
+    pub fn review(subject: Subject, error: ReviewError) -> Self {
+        CommandError::Review(ReviewFailed { subject, error })
+    }
+
+    /// Nothing is `subject` (exit code 5).
+    pub fn not_found(subject: Subject) -> Self {
+        Self::review(subject, ReviewError::NotFound)
+    }
+
     /// The exit code class of this failure.
     pub fn exit_kind(&self) -> ExitKind {
         match self {
@@ -99,44 +87,9 @@ impl CommandError {
             CommandError::Store(_) | CommandError::Job(_) | CommandError::Json(_) => {
                 ExitKind::Failure
             }
-            CommandError::NoSuchItem(_) | CommandError::NoSuchIntent(_) => ExitKind::NotFound,
-            CommandError::AlreadyResolved { .. }
-            | CommandError::WrongState { .. }
-            | CommandError::JobBusy => ExitKind::Conflict,
+            CommandError::Review(e) => e.exit_kind(),
+            CommandError::JobBusy => ExitKind::Conflict,
             CommandError::Usage(_) => ExitKind::Usage,
-        }
-    }
-
-    /// A store refusal about intent `intent_id` (and item `item_id`, if any) in CLI terms.
-    fn from_review(e: ReviewError, intent_id: Option<i64>, item_id: Option<i64>) -> Self {
-        match e {
-            ReviewError::NotFound => match item_id {
-                Some(id) => CommandError::NoSuchItem(id),
-                None => CommandError::NoSuchIntent(intent_id.unwrap_or_default()),
-            },
-            ReviewError::AlreadyResolved {
-                resolution,
-                resolved_by,
-                resolved_at,
-            } => CommandError::AlreadyResolved {
-                item_id: item_id.unwrap_or_default(),
-                resolution,
-                resolved_by,
-                resolved_at,
-            },
-            ReviewError::WrongState { state, what } => CommandError::WrongState {
-                intent_id: intent_id.unwrap_or_default(),
-                state,
-                what,
-            },
-            ReviewError::Invalid(why) if why.field == crate::store::CONFIRM_FIELD => {
-                CommandError::Usage(format!(
-                    "{} (pass --confirm-may-act-twice to redispatch it anyway)",
-                    why.reason
-                ))
-            }
-            ReviewError::Invalid(why) => CommandError::Usage(why.reason),
-            ReviewError::Store(e) => CommandError::Store(e),
         }
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::args::{actor_or_default, ReconcileCommand, ResolveArgs, ResolveAs};
 use super::render::{attempts_table, intent_block, item_block, items_table};
-use super::{print_json, CommandError, SCOPE};
+use super::{print_json, CommandError, Subject, SCOPE};
 use crate::config::{resend_policies, Config};
 use crate::store::{
     AttemptRow, Database, IntentRow, ReconciliationFilter, ReconciliationItem, ResendApproval,
@@ -78,7 +78,7 @@ async fn show(db: &Database, id: i64, json: bool) -> Result<(), CommandError> {
     let item = store
         .get_reconciliation(id, &SCOPE)
         .await?
-        .ok_or(CommandError::NoSuchItem(id))?;
+        .ok_or_else(|| CommandError::not_found(Subject::item(id)))?;
     let intent = store.get_intent(item.intent_id).await?;
     let attempts = store.list_attempts(item.intent_id).await?;
     if json {
@@ -163,7 +163,13 @@ async fn resolve(
     let item = store
         .resolve_reconciliation(&resolution)
         .await
-        .map_err(|e| CommandError::from_review(e, intent_id, Some(args.id)))?;
+        .map_err(|e| {
+            let subject = Subject::Item {
+                item_id: args.id,
+                intent_id,
+            };
+            CommandError::review(subject, e)
+        })?;
     if json {
         return print_json(&item);
     }

@@ -74,6 +74,15 @@ pub enum DemoError {
     /// A direct database statement failed.
     #[error(transparent)]
     Database(#[from] sqlx::Error),
+    /// The store refused to resolve an intent's reconciliation item (or the database
+    /// failed).
+    #[error("the demo went off script: resolving intent #{intent_id}: {source}")]
+    Resolve {
+        /// The intent.
+        intent_id: crate::intent::IntentId,
+        /// What the store said.
+        source: crate::store::ReviewError,
+    },
     /// The story did not go as told (a bug in the demo or in outboxd).
     #[error("the demo went off script: {0}")]
     OffScript(String),

@@ -50,6 +50,9 @@ pub(super) async fn resolve_delivered(db: &Database, r: &Resolution) -> Result<(
             seen_attempt_count: None,
         })
         .await
-        .map_err(|e| DemoError::OffScript(format!("resolving intent #{}: {e}", r.intent_id)))?;
+        .map_err(|source| DemoError::Resolve {
+            intent_id: r.intent_id,
+            source,
+        })?;
     Ok(())
 }

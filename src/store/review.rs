@@ -150,7 +150,9 @@ pub struct Resolution {
     pub seen_attempt_count: Option<i32>,
 }
 
-/// Why a resolution or cancellation did not apply.
+/// Why a resolution or cancellation did not apply. Each variant's fields are declared
+/// here only: the admin API and the CLI wrap this error as it is and decide their status
+/// code or exit code from its variant.
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
     /// No such item or intent in the caller's scope.
@@ -174,8 +176,9 @@ pub enum ReviewError {
         /// What was expected.
         what: &'static str,
     },
-    /// A required field is missing or malformed; the error names the field.
-    #[error("invalid request: {}", .0.reason)]
+    /// A required field is missing or malformed; the error names the field
+    /// (`invalid note: ...`).
+    #[error(transparent)]
     Invalid(InvalidField),
     /// The database failed.
     #[error(transparent)]

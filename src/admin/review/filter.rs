@@ -112,7 +112,10 @@ impl IntentFilterForm {
 
 /// A time field: RFC 3339, or a browser's `datetime-local` (`2024-05-01T12:00`, seconds
 /// optional), read as UTC. Empty is no bound.
-pub(super) fn parse_time(field: &str, value: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
+pub(super) fn parse_time(
+    field: &'static str,
+    value: &str,
+) -> Result<Option<DateTime<Utc>>, ApiError> {
     if value.is_empty() {
         return Ok(None);
     }
@@ -150,7 +153,7 @@ mod tests {
         }
         assert_eq!(parse_time("from", "").unwrap(), None);
         assert!(
-            matches!(parse_time("to", "yesterday"), Err(ApiError::Invalid { field, .. }) if field == "to")
+            matches!(parse_time("to", "yesterday"), Err(ApiError::Invalid(f)) if f.field == "to")
         );
     }
 

@@ -18,8 +18,8 @@ use super::{expired_cookie, is_cross_site, page, redirect, session, session_cook
 use crate::admin::auth::authenticate;
 use crate::admin::extract::IdPath;
 use crate::admin::ops::{item_detail, required_note, resolution_kind, resolve, ResolveRequest};
-use crate::admin::{AdminContext, ApiError};
-use crate::store::{resend_risk_of, AuditFilter, ReconciliationFilter};
+use crate::admin::{AdminContext, ApiError, Forbidden};
+use crate::store::{resend_risk_of, AuditFilter, ReconciliationFilter, ReviewError};
 
 /// Items per queue page.
 const QUEUE_PAGE: u32 = 100;
@@ -30,7 +30,7 @@ const AUDIT_PAGE: u32 = 100;
 pub(super) fn error_page(who: Option<&Session>, error: &ApiError) -> Response {
     error.log();
     let message = match error {
-        ApiError::Store(_) => match crate::api::request_id::current() {
+        _ if error.internal().is_some() => match crate::api::request_id::current() {
             Some(id) => {
                 format!("Internal error; the daemon's log has the details under request id {id}.")
             }
@@ -244,11 +244,7 @@ pub(super) async fn resolve_item(
     };
     let form = form.map(|Form(f)| f).unwrap_or_default();
     if !s.csrf_matches(form.csrf.as_deref()) {
-        let refused = ApiError::Forbidden(
-            "This form has expired or did not come from this page. Reload the item and try again."
-                .into(),
-        );
-        return error_page(Some(&s), &refused);
+        return error_page(Some(&s), &Forbidden::StaleResolveForm.into());
     }
     let checked = s
         .caller
@@ -270,10 +266,13 @@ pub(super) async fn resolve_item(
     };
     match outcome {
         Ok(_) => redirect(&format!("/review/queue?resolved={id}"), None),
-        Err(ApiError::AlreadyResolved { .. }) => {
+        Err(ApiError::Review(ReviewError::AlreadyResolved { .. })) => {
             redirect(&format!("/review/items/{id}?notice=already_resolved"), None)
         }
-        Err(e @ (ApiError::Invalid { .. } | ApiError::WrongState { .. })) => {
+        Err(
+            e @ (ApiError::Invalid(_)
+            | ApiError::Review(ReviewError::Invalid(_) | ReviewError::WrongState { .. })),
+        ) => {
             let flash = notice("err", &esc(&e.to_string()));
             let typed = FormState {
                 resolution: form.resolution,

@@ -47,7 +47,7 @@ pub(super) async fn browse(
                 .flatten();
             page(StatusCode::OK, render_list(&s, &form, &rows, next))
         }
-        Err(e @ ApiError::Invalid { .. }) => {
+        Err(e @ ApiError::Invalid(_)) => {
             let flash = PreEscaped(super::html::notice(
                 "err",
                 &super::html::esc(&e.to_string()),

@@ -70,7 +70,7 @@ pub(super) async fn apply_one(
     };
     outcome.map_err(|e| {
         e.log();
-        e.to_string()
+        e.message()
     })
 }
 

@@ -29,7 +29,7 @@ use super::html::{layout, notice};
 use super::plan::{verify, PlannedLine};
 use super::{page, pages, redirect, session, Session};
 use crate::admin::ops::required_note;
-use crate::admin::{AdminContext, ApiError};
+use crate::admin::{AdminContext, ApiError, Forbidden};
 use crate::store::{
     check_cancel, redispatch_route, resend_risk_of, IntentRow, RedispatchRoute,
     CHANGED_SINCE_DRY_RUN,
@@ -260,10 +260,7 @@ pub(super) async fn apply(
     };
     let pairs = pairs(&body);
     if !s.csrf_matches(Some(one(&pairs, "csrf"))) {
-        let refused = ApiError::Forbidden(
-            "This form has expired or did not come from this page. Run the dry run again.".into(),
-        );
-        return error_page(Some(&s), &refused);
+        return error_page(Some(&s), &Forbidden::StaleBulkForm.into());
     }
     let checked = s
         .caller
@@ -299,7 +296,7 @@ pub(super) async fn apply(
     let note = one(&pairs, "note");
     let confirmed = one(&pairs, "confirm_may_act_twice") == "yes";
     let refusal = match required_note(Some(note)) {
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(e.message()),
         Ok(_) if !confirmed && !twice_risk(&ctx, op, &lines).is_empty() => Some(
             "Tick the confirmation: a redispatch listed below may act twice when sent again. \
              Nothing was changed."
