@@ -37,6 +37,19 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// TCP keep-alive probe interval on pooled connections.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 
+/// Makes ring the process's rustls crypto provider, once: reqwest is built without a
+/// provider of its own (its default would pull in a second crypto library beside the ring
+/// that sqlx uses), and building any `reqwest::Client` before a provider is installed
+/// panics. [`ProviderClient::new`] calls it; a program that embeds outboxd and builds
+/// clients of its own calls it first. A provider installed earlier is kept.
+pub fn install_crypto_provider() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        // Err means a provider is already installed; that one is used.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// Delivers requests to one provider. Clones share one connection pool.
 #[derive(Clone)]
 pub struct ProviderClient {
@@ -76,6 +89,7 @@ impl ProviderClient {
                 request: settings.request_timeout,
             });
         }
+        install_crypto_provider();
         let idempotency_header = parse_header_name(&settings.idempotency_header)?;
         let extra_headers = extra_headers(&settings.headers, &idempotency_header)?;
         let mut builder = reqwest::Client::builder()

@@ -32,7 +32,7 @@ pub mod signing;
 pub mod state;
 
 pub use classify::{classify, Classified, ClassifyContext};
-pub use client::ProviderClient;
+pub use client::{install_crypto_provider, ProviderClient};
 pub use observation::{Observation, ResponseBody};
 pub use retry_after::{parse_retry_after, RetryAfter};
 pub use settings::{DeliveryRequest, ProviderError, ProviderSettings};

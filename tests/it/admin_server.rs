@@ -30,7 +30,11 @@ async fn serve(db: Database, metrics: Arc<Metrics>) -> (AdminServer, ApiState, S
 }
 
 async fn get(url: &str) -> (u16, String) {
-    let response = reqwest::get(url).await.expect("GET");
+    let response = support::admin::http_client()
+        .get(url)
+        .send()
+        .await
+        .expect("GET");
     (response.status().as_u16(), response.text().await.unwrap())
 }
 

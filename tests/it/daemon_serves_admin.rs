@@ -30,7 +30,7 @@ async fn run_serves_health_api_and_review_page() {
         .stderr(log_file(&config))
         .spawn()
         .unwrap();
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = support::admin::http_client();
     // The OS picks the port; the daemon logs the address it bound.
     let addr = admin_addr(&config, Duration::from_secs(30)).expect("admin server listening");
     let base = format!("http://{addr}");
@@ -130,7 +130,7 @@ async fn metrics_listen_serves_metrics_on_its_own_port() {
     let admin = admin_addr(&config, limit).expect("admin server listening");
     let scrape = listener_addr(&config, "metrics server", limit).expect("metrics server listening");
     assert_ne!(admin, scrape);
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = support::admin::http_client();
     let metrics = http
         .get(format!("http://{scrape}/metrics"))
         .send()

@@ -167,7 +167,11 @@ fn get(url: &str) -> (u16, String) {
         .build()
         .unwrap();
     rt.block_on(async {
-        let response = reqwest::get(url).await.expect("GET");
+        let response = crate::support::admin::http_client()
+            .get(url)
+            .send()
+            .await
+            .expect("GET");
         let status = response.status().as_u16();
         (status, response.text().await.unwrap_or_default())
     })

@@ -2,12 +2,15 @@
 //! token, find the unknown item in the queue, read its attempt history, resolve it as
 //! delivered with a reference and a note, see it leave the queue and the audit entry
 //! appear, sign out. Over plain HTTP (`review_page/forms.rs`): the cookie's flags, CSRF,
-//! viewers, the 409 notice, HTML escaping and tenant isolation.
+//! viewers, the 409 notice, HTML escaping (`review_page/hostile.rs`: every field, text and
+//! attributes) and tenant isolation.
 
 use crate::support;
 
 #[path = "review_page/forms.rs"]
 mod forms;
+#[path = "review_page/hostile.rs"]
+mod hostile;
 #[path = "review_page/page.rs"]
 pub(crate) mod page;
 

@@ -50,6 +50,7 @@ pub fn test_tokens() -> Vec<AdminToken> {
 
 /// An HTTP client for loopback: no proxy, no automatic redirects.
 pub fn http_client() -> reqwest::Client {
+    outboxd::provider::install_crypto_provider();
     reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())

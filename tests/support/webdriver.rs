@@ -50,6 +50,7 @@ impl Browser {
             crate::support::announce_skip(&format!("{msg}; SKIPPING the headless-browser test"));
             return None;
         }
+        outboxd::provider::install_crypto_provider();
         let client = reqwest::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(60))

@@ -16,7 +16,14 @@ pub(super) fn start() -> FakeProvider {
     FakeProvider::start(FakeProviderOptions::default()).expect("start fake provider")
 }
 
+/// reqwest panics building a client before a rustls provider is installed.
+pub(super) fn install_crypto_provider() {
+    // Err: already installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 pub(super) fn client() -> reqwest::Client {
+    install_crypto_provider();
     reqwest::Client::builder()
         .no_proxy()
         .timeout(LIMIT)

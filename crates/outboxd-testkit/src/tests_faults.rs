@@ -55,6 +55,7 @@ async fn reset_after_apply_is_a_connection_reset() {
 /// Sends one keyed request through reqwest with `fault` scripted and returns the error.
 async fn reqwest_error(p: &FakeProvider, fault: Fault) -> reqwest::Error {
     p.push_fault(FaultRule::once(fault));
+    super::tests::install_crypto_provider();
     let c = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_millis(300))

@@ -12,7 +12,7 @@ use maud::{html, Markup};
 
 use super::chart::{self, Chart};
 use super::handlers::error_page;
-use super::html::{age, layout, time};
+use super::html::{age, head_row, layout, time};
 use super::{page, pages, session};
 use crate::admin::auth::Caller;
 use crate::admin::AdminContext;
@@ -167,7 +167,7 @@ fn render(d: &Dashboard, caller: &Caller) -> String {
         h2 { "Providers" }
         (providers(d))
     };
-    layout("Dashboard", Some(caller), &body.into_string())
+    layout("Dashboard", Some(caller), body)
 }
 
 /// The provider section: one row per provider and publishing daemon.
@@ -180,10 +180,10 @@ fn providers(d: &Dashboard) -> Markup {
                 "no daemon has published provider state (none running against this database)"
             },
             Some(rows) => table id="providers" {
-                thead { tr {
-                    th { "Provider" } th { "Daemon" } th { "In flight" } th { "Breaker" }
-                    th { "Paused until" } th { "Rate-limited waits" } th { "Updated" }
-                } }
+                (head_row(&[
+                    "Provider", "Daemon", "In flight", "Breaker", "Paused until",
+                    "Rate-limited waits", "Updated",
+                ]))
                 tbody { @for r in rows {
                     tr id={"provider-" (r.provider) "-" (r.owner)} {
                         td { (r.provider) }

@@ -10,9 +10,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::{Extension, Form};
 use chrono::Utc;
+use maud::Markup;
 use serde::Deserialize;
 
-use super::html::{esc, notice};
+use super::html::notice;
 use super::pages::{self, FormState};
 use super::{expired_cookie, is_cross_site, page, redirect, session, session_cookie, Session};
 use crate::admin::auth::authenticate;
@@ -78,24 +79,14 @@ pub(super) async fn queue(
     page(StatusCode::OK, html)
 }
 
-/// "Item #N resolved as X" for the item a resolution redirected from (read back, in scope).
-async fn resolved_flash(ctx: &AdminContext, s: &Session, id: i64) -> Option<String> {
+/// The notice of the item a resolution redirected from (read back, in scope).
+async fn resolved_flash(ctx: &AdminContext, s: &Session, id: i64) -> Option<Markup> {
     let item = ctx
         .store
         .get_reconciliation(id, &s.caller.scope)
         .await
         .ok()??;
-    let resolution = item.resolution?;
-    Some(notice(
-        "ok",
-        &format!(
-            "Item #{} ({} &middot; {}) resolved as <strong>{}</strong>.",
-            item.id,
-            esc(&item.tenant),
-            esc(&item.operation_id),
-            esc(&resolution),
-        ),
-    ))
+    pages::resolved_notice(&item)
 }
 
 /// `GET /review/login`: the sign-in form.
@@ -198,7 +189,7 @@ async fn render_item(
     ctx: &AdminContext,
     s: &Session,
     id: i64,
-    flash: Option<String>,
+    flash: Option<Markup>,
     form: &FormState,
     status: StatusCode,
 ) -> Response {
@@ -273,7 +264,7 @@ pub(super) async fn resolve_item(
             e @ (ApiError::Invalid(_)
             | ApiError::Review(ReviewError::Invalid(_) | ReviewError::WrongState { .. })),
         ) => {
-            let flash = notice("err", &esc(&e.to_string()));
+            let flash = notice("err", e.to_string());
             let typed = FormState {
                 resolution: form.resolution,
                 provider_ref: form.provider_ref,

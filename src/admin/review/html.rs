@@ -1,33 +1,19 @@
-//! HTML building blocks of the review page: escaping (every value that came from a
-//! producer, a provider or a person goes through [`esc`]), the page layout with its inline
-//! style sheet, and time formatting. (The console pages added later build their bodies
-//! with `maud`, which escapes by default, and share this layout.)
-
-use std::fmt::Write as _;
+//! HTML building blocks shared by every console page, all built with `maud`, which
+//! escapes every spliced value (text and attributes alike): the page layout (the head with
+//! the inline style sheet, the navigation of a signed-in user), notice boxes, table header
+//! rows, the link back, and time formatting. No page writes markup by string concatenation.
 
 use chrono::{DateTime, Utc};
+use maud::{html, Markup, PreEscaped, Render, DOCTYPE};
 
 use crate::admin::auth::Caller;
 
-/// Escapes text for an HTML element body or a double-quoted attribute value.
-pub(super) fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// What a page shows for a value that is absent.
+pub(super) const DASH: &str = "—";
 
-/// Escapes an optional value, showing a dash when absent.
-pub(super) fn esc_opt(text: Option<&str>) -> String {
-    text.map_or_else(|| "&mdash;".to_owned(), esc)
+/// An optional value, a dash when absent.
+pub(super) fn or_dash(text: Option<&str>) -> &str {
+    text.unwrap_or(DASH)
 }
 
 /// A timestamp as `2024-05-01 12:00:03 UTC`.
@@ -37,7 +23,7 @@ pub(super) fn time(at: DateTime<Utc>) -> String {
 
 /// An optional timestamp, a dash when absent.
 pub(super) fn time_opt(at: Option<DateTime<Utc>>) -> String {
-    at.map_or_else(|| "&mdash;".to_owned(), time)
+    at.map_or_else(|| DASH.to_owned(), time)
 }
 
 /// How long ago `at` was, in its two largest units (`3d 4h`, `12m 5s`, `40s`).
@@ -92,49 +78,73 @@ a.button{display:inline-block;background:#2454d6;color:#fff;border-radius:4px;pa
 ul#why{background:#fff;border:1px solid #d8dce3;padding:10px 10px 10px 28px;margin:0}\
 .login{max-width:380px;margin:60px auto;background:#fff;border:1px solid #d8dce3;padding:24px}";
 
-/// A whole page. `who` adds the navigation and the logout button of a signed-in user.
-pub(super) fn layout(title: &str, who: Option<&Caller>, body: &str) -> String {
-    let mut page = String::with_capacity(body.len() + 4096);
-    let _ = write!(
-        page,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <title>{} · outboxd review</title><style>{STYLE}</style></head><body>",
-        esc(title)
-    );
-    page.push_str("<header><a href=\"/review\">outboxd review</a>");
-    if let Some(caller) = who {
-        let _ = write!(
-            page,
-            "<a href=\"/review\">Dashboard</a><a href=\"/review/intents\">Intents</a>\
-             <a href=\"/review/queue\">Queue</a><a href=\"/review/audit\">Audit log</a>\
-             <span class=\"who\">signed in as <strong id=\"who\">{}</strong> ({})</span>\
-             <form method=\"post\" action=\"/review/logout\"><button type=\"submit\" id=\"logout\">Log out</button></form>",
-            esc(&caller.name),
-            caller.role
-        );
+/// A whole page around `content`. `who` adds the navigation and the logout button of a
+/// signed-in user.
+pub(super) fn layout(title: &str, who: Option<&Caller>, content: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width,initial-scale=1";
+                title { (title) " · outboxd review" }
+                // The style sheet is this file's constant, not data: nothing to escape.
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                (navigation(who))
+                main { (content) }
+            }
+        }
     }
-    let _ = write!(page, "</header><main>{body}</main></body></html>");
-    page
+    .into_string()
+}
+
+/// The header bar: the console's name, and for a signed-in user its pages and who it is.
+fn navigation(who: Option<&Caller>) -> Markup {
+    html! {
+        header {
+            a href="/review" { "outboxd review" }
+            @if let Some(caller) = who {
+                a href="/review" { "Dashboard" }
+                a href="/review/intents" { "Intents" }
+                a href="/review/queue" { "Queue" }
+                a href="/review/audit" { "Audit log" }
+                span.who { "signed in as " strong id="who" { (caller.name) } " (" (caller.role) ")" }
+                form method="post" action="/review/logout" {
+                    button type="submit" id="logout" { "Log out" }
+                }
+            }
+        }
+    }
 }
 
 /// A notice box; `class` is `ok`, `warn` or `err`.
-pub(super) fn notice(class: &str, message_html: &str) -> String {
-    format!("<div class=\"notice {class}\" id=\"notice\" role=\"status\">{message_html}</div>")
+pub(super) fn notice(class: &str, message: impl Render) -> Markup {
+    html! {
+        div class={ "notice " (class) } id="notice" role="status" { (message) }
+    }
+}
+
+/// A table's header row.
+pub(super) fn head_row(columns: &[&str]) -> Markup {
+    html! {
+        thead { tr { @for column in columns { th { (column) } } } }
+    }
+}
+
+/// The link at the foot of a page back to `href`.
+pub(super) fn back_link(href: &str, label: &str) -> Markup {
+    html! {
+        p { a href=(href) { "← " (label) } }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_markup_and_quotes() {
-        assert_eq!(
-            esc("<script>alert('x')</script> & \"q\""),
-            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
-        );
-        assert_eq!(esc_opt(None), "&mdash;");
-    }
+    use crate::config::Role;
+    use crate::store::TenantScope;
 
     #[test]
     fn ages_show_two_units() {
@@ -145,5 +155,32 @@ mod tests {
         assert_eq!(age(ago(725), now), "12m 5s");
         assert_eq!(age(ago(3 * 86_400 + 4 * 3_600 + 7), now), "3d 4h");
         assert_eq!(age(ago(3_600), now), "1h");
+    }
+
+    #[test]
+    fn the_layout_escapes_the_title_and_the_callers_name() {
+        let caller = Caller {
+            name: "<script>alert(1)</script>\"&".into(),
+            role: Role::Operator,
+            scope: TenantScope::All,
+        };
+        let page = layout("a<b>\"c\"&d", Some(&caller), html! { p { "body" } });
+        assert!(page.contains("<title>a&lt;b&gt;&quot;c&quot;&amp;d · outboxd review</title>"));
+        assert!(page.contains(
+            "<strong id=\"who\">&lt;script&gt;alert(1)&lt;/script&gt;&quot;&amp;</strong>"
+        ));
+        assert!(!page.contains("<script>"), "{page}");
+        assert!(page.contains("<main><p>body</p></main>"));
+    }
+
+    #[test]
+    fn a_notice_escapes_text_and_keeps_markup_built_with_maud() {
+        let text = notice("err", "<b>&</b>").into_string();
+        assert_eq!(
+            text,
+            "<div class=\"notice err\" id=\"notice\" role=\"status\">&lt;b&gt;&amp;&lt;/b&gt;</div>"
+        );
+        let built = notice("ok", html! { strong { "done" } }).into_string();
+        assert!(built.ends_with("role=\"status\"><strong>done</strong></div>"));
     }
 }

@@ -6,11 +6,11 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
-use maud::{html, Markup, PreEscaped};
+use maud::{html, Markup};
 
 use super::filter::{one, pairs, IntentFilterForm, PAGE};
 use super::handlers::error_page;
-use super::html::{layout, time};
+use super::html::{back_link, layout, notice, or_dash, time, time_opt};
 use super::why::{why_waiting, WaitFacts};
 use super::{page, pages, redirect, session, Session};
 use crate::admin::auth::Caller;
@@ -48,15 +48,12 @@ pub(super) async fn browse(
             page(StatusCode::OK, render_list(&s, &form, &rows, next))
         }
         Err(e @ ApiError::Invalid(_)) => {
-            let flash = PreEscaped(super::html::notice(
-                "err",
-                &super::html::esc(&e.to_string()),
-            ));
-            let html = layout(
-                "Intents",
-                Some(&s.caller),
-                &html! { h1 { "Intents" } (flash) (filter_form(&s.caller, &form)) }.into_string(),
-            );
+            let body = html! {
+                h1 { "Intents" }
+                (notice("err", e.to_string()))
+                (filter_form(&s.caller, &form))
+            };
+            let html = layout("Intents", Some(&s.caller), body);
             page(e.status(), html)
         }
         Err(e) => error_page(Some(&s), &e),
@@ -140,7 +137,7 @@ fn render_list(s: &Session, f: &IntentFilterForm, rows: &[IntentRow], next: Opti
             p { a id="next" href={"/review/intents?" (f.query()) @if !f.query().is_empty() { "&" } "before_id=" (before)} { "Older intents →" } }
         }
     };
-    layout("Intents", Some(&s.caller), &body.into_string())
+    layout("Intents", Some(&s.caller), body)
 }
 
 /// `GET /review/intents/{id}`: one intent in the caller's tenants (another tenant's id is
@@ -176,10 +173,6 @@ pub(super) async fn show(
     page(StatusCode::OK, html)
 }
 
-fn opt_time(at: Option<DateTime<Utc>>) -> String {
-    at.map_or_else(|| "—".to_owned(), time)
-}
-
 fn render_intent(
     s: &Session,
     d: &IntentDetail,
@@ -202,17 +195,17 @@ fn render_intent(
             dt { "Action" } dd { (i.action) }
             dt { "State" } dd { strong id="intent-state" { (i.state.as_str()) } }
             dt { "Idempotency key" } dd.mono { (i.idempotency_key) }
-            dt { "Ordering key" } dd.mono { (i.ordering_key.as_deref().unwrap_or("—")) }
+            dt { "Ordering key" } dd.mono { (or_dash(i.ordering_key.as_deref())) }
             dt { "Attempts" } dd { (i.attempt_count) " (" (i.ambiguous_attempts) " ambiguous)" }
             dt { "Next attempt at" } dd { (time(i.next_attempt_at)) }
-            dt { "Deadline" } dd { (opt_time(i.deadline_at)) }
-            dt { "Provider reference" } dd.mono { (i.provider_ref.as_deref().unwrap_or("—")) }
-            dt { "Last error" } dd { (i.last_error.as_deref().unwrap_or("—")) }
+            dt { "Deadline" } dd { (time_opt(i.deadline_at)) }
+            dt { "Provider reference" } dd.mono { (or_dash(i.provider_ref.as_deref())) }
+            dt { "Last error" } dd { (or_dash(i.last_error.as_deref())) }
             dt { "Created" } dd { (time(i.created_at)) }
-            dt { "Finished" } dd { (opt_time(i.finished_at)) }
+            dt { "Finished" } dd { (time_opt(i.finished_at)) }
         }
         h2 { "Attempts" }
-        (PreEscaped(pages::attempts(&d.attempts)))
+        (pages::attempts(&d.attempts))
         h2 { "Payload" }
         pre id="payload" { (payload) }
         @if !d.reconciliation.is_empty() {
@@ -231,11 +224,7 @@ fn render_intent(
                 @if can_cancel { a.button id="cancel" href={"/review/intents/bulk?op=cancel&id=" (i.id)} { "Cancel… (dry run first)" } }
             }
         }
-        p { a href="/review/intents" { "← All intents" } }
+        (back_link("/review/intents", "All intents"))
     };
-    layout(
-        &format!("Intent #{}", i.id),
-        Some(&s.caller),
-        &body.into_string(),
-    )
+    layout(&format!("Intent #{}", i.id), Some(&s.caller), body)
 }

@@ -152,6 +152,25 @@ async fn connection_refused_is_not_sent() {
 }
 
 #[tokio::test]
+async fn a_failed_tls_handshake_is_not_sent() {
+    // An HTTPS provider whose server does not speak TLS (it answers the ClientHello with
+    // plain HTTP): the handshake fails before any request byte is written.
+    let server = start(response("200 OK", &[], "{}")).await;
+    let mut https = server.url("/");
+    https.set_scheme("https").unwrap();
+    let mut settings = ProviderSettings::new("tls", https);
+    settings.allow_private_addresses = true;
+    settings.connect_timeout = Duration::from_secs(2);
+    let client = ProviderClient::new(&settings).unwrap();
+    let observation = client.send(&refund()).await;
+    assert!(
+        matches!(observation, Observation::ConnectFailed { .. }),
+        "{observation:?}"
+    );
+    assert_eq!(class_of(&client, &observation), AttemptClass::NotSent);
+}
+
+#[tokio::test]
 async fn timeout_or_reset_after_sending_is_ambiguous() {
     let mut server = start(Reply::Hang).await;
     let mut settings = settings_for(&server, "/");

@@ -216,7 +216,7 @@ async fn resolving_needs_this_sessions_csrf_field(t: &TestDb) {
     let missing_ref = alice.post(&resolve, &form).await;
     assert_eq!(missing_ref.status, StatusCode::BAD_REQUEST);
     assert!(
-        missing_ref.text.contains("provider&#39;s reference"),
+        missing_ref.text.contains("provider's reference"),
         "explains the missing reference"
     );
     assert!(

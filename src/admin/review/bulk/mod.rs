@@ -15,7 +15,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
-use maud::{html, PreEscaped};
+use maud::html;
 
 mod change;
 mod view;
@@ -331,12 +331,9 @@ pub(super) async fn apply(
     let done = results.iter().filter(|r| r.is_ok()).count();
     let body = html! {
         h1 { "Done: " (op.as_str()) }
-        (PreEscaped(notice(if done == lines.len() { "ok" } else { "warn" }, &format!("{done} of {} intent(s) changed; each change is in the audit log.", lines.len()))))
+        (notice(if done == lines.len() { "ok" } else { "warn" }, format!("{done} of {} intent(s) changed; each change is in the audit log.", lines.len())))
         (line_rows(&lines, Some(&results)))
         p { a href="/review/intents" { "← Back to the intents" } " · " a href="/review/audit" { "Audit log" } }
     };
-    page(
-        StatusCode::OK,
-        layout("Bulk change", Some(&s.caller), &body.into_string()),
-    )
+    page(StatusCode::OK, layout("Bulk change", Some(&s.caller), body))
 }

@@ -2,11 +2,11 @@
 //! confirmation where the resend rule asks for one), and the table of lines and results.
 
 use chrono::Utc;
-use maud::{html, Markup, PreEscaped};
+use maud::{html, Markup};
 
 use super::{twice_risk, Line, Op};
 use crate::admin::review::filter::PAGE;
-use crate::admin::review::html::{esc, layout, notice};
+use crate::admin::review::html::{back_link, head_row, layout, notice};
 use crate::admin::review::plan::sign_line;
 use crate::admin::review::Session;
 use crate::admin::AdminContext;
@@ -18,7 +18,7 @@ pub(super) fn line_rows(
 ) -> Markup {
     html! {
         table id="plan" {
-            thead { tr { th { "Intent" } th { "Tenant" } th { "Action" } th { "Operation id" } th { "State" } th { @if results.is_some() { "Result" } @else { "Will" } } } }
+            (head_row(&["Intent", "Tenant", "Action", "Operation id", "State", if results.is_some() { "Result" } else { "Will" }]))
             tbody {
                 @for (n, l) in lines.iter().enumerate() {
                     @let outcome = results.map_or(&l.plan, |r| &r[n]);
@@ -77,7 +77,7 @@ pub(super) fn render_dry_run(
         .collect();
     let body = html! {
         h1 { "Dry run: " (op.as_str()) }
-        @if let Some(e) = error { (PreEscaped(notice("err", &esc(e)))) }
+        @if let Some(e) = error { (notice("err", e)) }
         p id="summary" {
             strong { (changing.len()) } " intent(s) will change. Nothing has changed yet."
             @if hidden > 0 { " " (hidden) " intent(s) matching the filter are left out: the change does not apply to them." }
@@ -107,7 +107,7 @@ pub(super) fn render_dry_run(
                 button.primary type="submit" id="confirm" { "Apply " (changing.len()) " change(s)" }
             }
         }
-        p { a href="/review/intents" { "← Back to the intents" } }
+        (back_link("/review/intents", "Back to the intents"))
     };
-    layout("Dry run", Some(&s.caller), &body.into_string())
+    layout("Dry run", Some(&s.caller), body)
 }
