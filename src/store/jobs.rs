@@ -7,6 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::pool::PoolConnection;
+use sqlx::AssertSqlSafe;
 use sqlx::Postgres;
 
 use super::sqlite::ms;
@@ -158,7 +159,7 @@ pub async fn retention_preview(
             let count = |sql: &str, at: DateTime<Utc>| {
                 let sql = sql.to_owned();
                 async move {
-                    sqlx::query_scalar::<_, i64>(&sql)
+                    sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql))
                         .bind(ms(at))
                         .fetch_one(pool)
                         .await

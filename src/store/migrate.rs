@@ -400,7 +400,7 @@ mod tests {
             assert_eq!(ours_names, names);
             for (m, t) in ours.iter().zip(theirs.iter()) {
                 assert!(
-                    m.sql == t.sql,
+                    AsRef::<str>::as_ref(&m.sql) == AsRef::<str>::as_ref(&t.sql),
                     "migration {} ({}): the SQL differs",
                     m.version,
                     m.name

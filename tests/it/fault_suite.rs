@@ -8,6 +8,7 @@
 //! and four times the kills (see docs/architecture.md, Test harness).
 
 use crate::support;
+use sqlx::AssertSqlSafe;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -212,8 +213,14 @@ async fn claims_of(db: &Database, owner: &str) -> Vec<(i64, i64)> {
         "SELECT id, fencing_token FROM outbox_intents WHERE state = 'in_flight' AND lease_owner = '{owner}'"
     );
     match db {
-        Database::Postgres(pool) => sqlx::query_as(&sql).fetch_all(pool).await.unwrap(),
-        Database::Sqlite(pool) => sqlx::query_as(&sql).fetch_all(pool).await.unwrap(),
+        Database::Postgres(pool) => sqlx::query_as(AssertSqlSafe(&*sql))
+            .fetch_all(pool)
+            .await
+            .unwrap(),
+        Database::Sqlite(pool) => sqlx::query_as(AssertSqlSafe(&*sql))
+            .fetch_all(pool)
+            .await
+            .unwrap(),
     }
 }
 

@@ -2,6 +2,7 @@
 //! bodies: the seven cases of the seed companion plus a restarted process.
 
 use crate::support;
+use sqlx::AssertSqlSafe;
 
 use outboxd::store::Database;
 use outboxd::{enqueue, EnqueueError, Enqueued, NewIntent};
@@ -58,16 +59,28 @@ async fn produce(
 async fn create_orders(db: &Database) {
     let create = "CREATE TABLE orders (id BIGINT PRIMARY KEY, refund_requested BOOLEAN NOT NULL)";
     match db {
-        Database::Postgres(pool) => sqlx::query(create).execute(pool).await.map(|_| ()),
-        Database::Sqlite(pool) => sqlx::query(create).execute(pool).await.map(|_| ()),
+        Database::Postgres(pool) => sqlx::query(AssertSqlSafe(create))
+            .execute(pool)
+            .await
+            .map(|_| ()),
+        Database::Sqlite(pool) => sqlx::query(AssertSqlSafe(create))
+            .execute(pool)
+            .await
+            .map(|_| ()),
     }
     .expect("create orders");
 }
 
 async fn scalar(db: &Database, sql: &str) -> i64 {
     match db {
-        Database::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql),
-        Database::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql),
+        Database::Postgres(pool) => sqlx::query_scalar(AssertSqlSafe(sql))
+            .fetch_one(pool)
+            .await
+            .expect(sql),
+        Database::Sqlite(pool) => sqlx::query_scalar(AssertSqlSafe(sql))
+            .fetch_one(pool)
+            .await
+            .expect(sql),
     }
 }
 
@@ -352,8 +365,12 @@ async fn fresh_process_still_replays(t: &TestDb) {
 async fn key_secret(db: &outboxd::store::Database) -> outboxd::wire_key::KeySecret {
     let sql = "SELECT key_secret FROM outboxd_installation WHERE id = 1";
     let hex: String = match db {
-        outboxd::store::Database::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
-        outboxd::store::Database::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+        outboxd::store::Database::Postgres(pool) => {
+            sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(pool).await
+        }
+        outboxd::store::Database::Sqlite(pool) => {
+            sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(pool).await
+        }
     }
     .unwrap();
     outboxd::wire_key::KeySecret::from_hex(&hex).unwrap()

@@ -5,6 +5,7 @@
 //! the provider; Rust and SQL digests disagreeing on big numbers.
 
 use crate::support;
+use sqlx::AssertSqlSafe;
 
 use std::time::Duration;
 
@@ -274,7 +275,7 @@ async fn insert_racing_the_prune_of_its_operation_is_refused() {
                 "INSERT INTO outbox_intents (tenant, operation_id, action, payload) \
                  VALUES ('acme', 'op-race', 'issue_refund', '{\"amount\": 5, \"tenant\": \"acme\"}') RETURNING id"
             };
-            sqlx::query_scalar::<_, i64>(sql)
+            sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql))
                 .fetch_one(&racer_pool)
                 .await
         });
@@ -428,10 +429,12 @@ async fn snapshot_isolation_cannot_revive_an_operation_pruned_after_its_snapshot
             let first = h.enqueue(refund("acme", &op, 5)).await;
             h.dispatcher.drain().await.unwrap();
             let mut tx = pool.begin().await.unwrap();
-            sqlx::query(&format!("SET TRANSACTION ISOLATION LEVEL {isolation}"))
-                .execute(&mut *tx)
-                .await
-                .unwrap();
+            sqlx::query(AssertSqlSafe(format!(
+                "SET TRANSACTION ISOLATION LEVEL {isolation}"
+            )))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
             // The snapshot is taken here, while the delivered intent still exists.
             sqlx::query("SELECT count(*) FROM outbox_attempts")
                 .execute(&mut *tx)
@@ -444,7 +447,7 @@ async fn snapshot_isolation_cannot_revive_an_operation_pruned_after_its_snapshot
                 "INSERT INTO outbox_intents (tenant, operation_id, action, payload) \
                  VALUES ('acme', $1, 'issue_refund', $2::text::jsonb) RETURNING id"
             };
-            let result = sqlx::query_scalar::<_, i64>(sql)
+            let result = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql))
                 .bind(&op)
                 .bind(payload)
                 .fetch_one(&mut *tx)
@@ -482,10 +485,12 @@ async fn snapshot_isolation_cannot_revive_an_operation_pruned_after_its_snapshot
         // A new operation in the same isolation is recorded, and leaves no placeholder.
         let tombstones = scalar(&h.db, "SELECT count(*) FROM outbox_tombstones").await;
         let mut tx = pool.begin().await.unwrap();
-        sqlx::query(&format!("SET TRANSACTION ISOLATION LEVEL {isolation}"))
-            .execute(&mut *tx)
-            .await
-            .unwrap();
+        sqlx::query(AssertSqlSafe(format!(
+            "SET TRANSACTION ISOLATION LEVEL {isolation}"
+        )))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
         let fresh = format!("op-fresh-{isolation}");
         sqlx::query(
             "INSERT INTO outbox_intents (tenant, operation_id, action, payload) \
@@ -519,18 +524,18 @@ async fn upgrade_keeps_the_privileges_set_on_the_producer_functions() {
         unreachable!()
     };
     for f in ["outbox_enqueue", "outbox_enqueue_prehashed"] {
-        sqlx::query(&format!(
+        sqlx::query(AssertSqlSafe(format!(
             "DO $$ BEGIN EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', '{f}'::regproc::regprocedure); END $$"
-        ))
+        )))
         .execute(pool)
         .await
         .unwrap();
     }
     t.db.migrate().await.expect("upgrade to the current schema");
     for f in ["outbox_enqueue", "outbox_enqueue_prehashed"] {
-        let acl: Option<String> = sqlx::query_scalar(&format!(
+        let acl: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT proacl::text FROM pg_proc WHERE oid = '{f}'::regproc"
-        ))
+        )))
         .fetch_one(pool)
         .await
         .unwrap();

@@ -2,6 +2,7 @@
 //! caller's transaction, and plain `INSERT`s, behave exactly like the Rust `enqueue`.
 
 use crate::support;
+use sqlx::AssertSqlSafe;
 
 use outboxd::store::Database;
 use outboxd::{enqueue, NewIntent};
@@ -112,7 +113,10 @@ async fn sql_function_rejects_invalid_input_with_22023() {
         ),
     ];
     for (sql, expected) in cases {
-        let err = sqlx::query(sql).fetch_one(pool).await.unwrap_err();
+        let err = sqlx::query(AssertSqlSafe(sql))
+            .fetch_one(pool)
+            .await
+            .unwrap_err();
         assert_eq!(sqlstate(&err).as_deref(), Some("22023"), "{sql}: {err}");
         assert!(err.to_string().contains(expected), "{sql}: {err}");
     }

@@ -7,6 +7,7 @@
 //! hold within each tenant.
 
 use crate::support;
+use sqlx::AssertSqlSafe;
 
 use std::collections::BTreeMap;
 
@@ -194,15 +195,15 @@ async fn collate_tenants_like_english(db: &Database) {
         );
         return;
     };
-    sqlx::query(&format!(
+    sqlx::query(AssertSqlSafe(format!(
         "ALTER TABLE outbox_intents ALTER COLUMN tenant TYPE text COLLATE \"{collation}\""
-    ))
+    )))
     .execute(pool)
     .await
     .unwrap();
-    let unlike_bytes: bool = sqlx::query_scalar(&format!(
+    let unlike_bytes: bool = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT 'a' COLLATE \"{collation}\" < 'B' COLLATE \"{collation}\""
-    ))
+    )))
     .fetch_one(pool)
     .await
     .unwrap();

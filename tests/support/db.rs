@@ -11,6 +11,7 @@
 //! schemas left behind by interrupted runs can drop only old ones and never a concurrent
 //! run's (see `scripts/test.sh`).
 
+use sqlx::AssertSqlSafe;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use outboxd::store::{connect, Database};
@@ -121,7 +122,7 @@ impl TestDb {
         let Database::Postgres(pool) = &admin else {
             unreachable!()
         };
-        sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
             .execute(pool)
             .await
             .expect("create schema");
@@ -171,9 +172,11 @@ impl Drop for TestDb {
             if let Ok(rt) = rt {
                 rt.block_on(async {
                     if let Ok(Database::Postgres(pool)) = connect(&base_url, 1).await {
-                        let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-                            .execute(&pool)
-                            .await;
+                        let _ = sqlx::query(AssertSqlSafe(format!(
+                            "DROP SCHEMA IF EXISTS {schema} CASCADE"
+                        )))
+                        .execute(&pool)
+                        .await;
                         pool.close().await;
                     }
                 });

@@ -1,6 +1,7 @@
 //! A dispatcher harness: a fresh database, a fake provider on loopback, a dispatcher with
 //! test actions, and helpers to enqueue and to make scheduled retries due without sleeping.
 
+use sqlx::AssertSqlSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -182,8 +183,14 @@ pub async fn enqueue_committed(db: &Database, intent: NewIntent) -> Enqueued {
 /// Runs backend-specific SQL.
 pub async fn exec(db: &Database, sqlite: &str, postgres: &str) {
     match db {
-        Database::Postgres(pool) => sqlx::query(postgres).execute(pool).await.map(|_| ()),
-        Database::Sqlite(pool) => sqlx::query(sqlite).execute(pool).await.map(|_| ()),
+        Database::Postgres(pool) => sqlx::query(AssertSqlSafe(postgres))
+            .execute(pool)
+            .await
+            .map(|_| ()),
+        Database::Sqlite(pool) => sqlx::query(AssertSqlSafe(sqlite))
+            .execute(pool)
+            .await
+            .map(|_| ()),
     }
     .expect("exec");
 }
@@ -191,7 +198,13 @@ pub async fn exec(db: &Database, sqlite: &str, postgres: &str) {
 /// A count query.
 pub async fn scalar(db: &Database, sql: &str) -> i64 {
     match db {
-        Database::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql),
-        Database::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql),
+        Database::Postgres(pool) => sqlx::query_scalar(AssertSqlSafe(sql))
+            .fetch_one(pool)
+            .await
+            .expect(sql),
+        Database::Sqlite(pool) => sqlx::query_scalar(AssertSqlSafe(sql))
+            .fetch_one(pool)
+            .await
+            .expect(sql),
     }
 }

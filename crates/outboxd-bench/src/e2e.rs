@@ -4,6 +4,7 @@
 //! `/proc`. Shapes: an empty table, a large finished history, a large backlog, and a
 //! REPEATABLE READ transaction held open by another client.
 
+use sqlx::AssertSqlSafe;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -65,8 +66,16 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 async fn count(db: &Database, sql: &str) -> Result<i64, BenchError> {
     Ok(match db {
-        Database::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-        Database::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+        Database::Postgres(pool) => {
+            sqlx::query_scalar(AssertSqlSafe(sql))
+                .fetch_one(pool)
+                .await?
+        }
+        Database::Sqlite(pool) => {
+            sqlx::query_scalar(AssertSqlSafe(sql))
+                .fetch_one(pool)
+                .await?
+        }
     })
 }
 
@@ -75,16 +84,16 @@ async fn count(db: &Database, sql: &str) -> Result<i64, BenchError> {
 async fn span_ms(db: &Database, n: usize) -> Result<f64, BenchError> {
     let offset = n.saturating_sub(1);
     let (first, nth): (f64, f64) = match db {
-        Database::Postgres(pool) => sqlx::query_as(&format!(
+        Database::Postgres(pool) => sqlx::query_as(AssertSqlSafe(format!(
             "SELECT (SELECT extract(epoch FROM min(started_at)) * 1000 FROM outbox_attempts)::float8, \
              (SELECT extract(epoch FROM ended_at) * 1000 FROM outbox_attempts WHERE class = 'delivered' \
               ORDER BY ended_at LIMIT 1 OFFSET {offset})::float8"
-        )).fetch_one(pool).await?,
-        Database::Sqlite(pool) => sqlx::query_as(&format!(
+        ))).fetch_one(pool).await?,
+        Database::Sqlite(pool) => sqlx::query_as(AssertSqlSafe(format!(
             "SELECT CAST((SELECT min(started_at) FROM outbox_attempts) AS REAL), \
              CAST((SELECT ended_at FROM outbox_attempts WHERE class = 'delivered' \
               ORDER BY ended_at LIMIT 1 OFFSET {offset}) AS REAL)"
-        )).fetch_one(pool).await?,
+        ))).fetch_one(pool).await?,
     };
     Ok((nth - first).max(1.0))
 }

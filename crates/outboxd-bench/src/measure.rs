@@ -2,6 +2,7 @@
 //! spans per action, first attempt starts per operation, and percentiles. Times are
 //! milliseconds since the epoch as `f64` on both backends.
 
+use sqlx::AssertSqlSafe;
 use std::time::{Duration, Instant};
 
 use super::BenchError;
@@ -10,8 +11,16 @@ use outboxd::store::Database;
 /// One integer from `sql` (a `count(*)`).
 pub async fn count(db: &Database, sql: &str) -> Result<i64, BenchError> {
     Ok(match db {
-        Database::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-        Database::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+        Database::Postgres(pool) => {
+            sqlx::query_scalar(AssertSqlSafe(sql))
+                .fetch_one(pool)
+                .await?
+        }
+        Database::Sqlite(pool) => {
+            sqlx::query_scalar(AssertSqlSafe(sql))
+                .fetch_one(pool)
+                .await?
+        }
     })
 }
 
@@ -19,10 +28,10 @@ pub async fn count(db: &Database, sql: &str) -> Result<i64, BenchError> {
 pub async fn exec(db: &Database, sql: &str) -> Result<(), BenchError> {
     match db {
         Database::Postgres(pool) => {
-            sqlx::query(sql).execute(pool).await?;
+            sqlx::query(AssertSqlSafe(sql)).execute(pool).await?;
         }
         Database::Sqlite(pool) => {
-            sqlx::query(sql).execute(pool).await?;
+            sqlx::query(AssertSqlSafe(sql)).execute(pool).await?;
         }
     }
     Ok(())
@@ -71,8 +80,16 @@ pub async fn delivery_rate(db: &Database, action: &str, n: usize) -> Result<f64,
           WHERE a.class = 'delivered' AND i.action = '{action}' ORDER BY a.ended_at LIMIT 1 OFFSET {offset}) AS REAL)"
     );
     let (first, nth): (Option<f64>, Option<f64>) = match db {
-        Database::Postgres(pool) => sqlx::query_as(&sql_pg).fetch_one(pool).await?,
-        Database::Sqlite(pool) => sqlx::query_as(&sql_lite).fetch_one(pool).await?,
+        Database::Postgres(pool) => {
+            sqlx::query_as(AssertSqlSafe(sql_pg.as_str()))
+                .fetch_one(pool)
+                .await?
+        }
+        Database::Sqlite(pool) => {
+            sqlx::query_as(AssertSqlSafe(sql_lite.as_str()))
+                .fetch_one(pool)
+                .await?
+        }
     };
     match (first, nth) {
         (Some(a), Some(b)) => Ok(n as f64 * 1000.0 / (b - a).max(1.0)),

@@ -1,6 +1,7 @@
 //! A fresh database for each measurement (a PostgreSQL schema of its own, or a temporary
 //! SQLite file), and fast seeding of intents straight into the outbox table.
 
+use sqlx::AssertSqlSafe;
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
@@ -31,10 +32,12 @@ impl BenchDb {
         if is_postgres(database) {
             let admin = connect(database, 2).await?;
             if let Database::Postgres(pool) = &admin {
-                sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-                    .execute(pool)
-                    .await?;
-                sqlx::query(&format!("CREATE SCHEMA {name}"))
+                sqlx::query(AssertSqlSafe(format!(
+                    "DROP SCHEMA IF EXISTS {name} CASCADE"
+                )))
+                .execute(pool)
+                .await?;
+                sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {name}")))
                     .execute(pool)
                     .await?;
             }
@@ -69,9 +72,11 @@ impl BenchDb {
         self.db.close().await;
         if let Some((base, name)) = &self.schema {
             if let Ok(Database::Postgres(pool)) = connect(base, 1).await {
-                let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-                    .execute(&pool)
-                    .await;
+                let _ = sqlx::query(AssertSqlSafe(format!(
+                    "DROP SCHEMA IF EXISTS {name} CASCADE"
+                )))
+                .execute(&pool)
+                .await;
             }
         }
         if let Some(file) = &self.file {

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
 
 use super::rows::{intent_from_row, INTENT_COLUMNS};
 use super::PgStore;
@@ -92,7 +93,7 @@ impl ConsoleStore for PgStore {
                AND ($7::bigint IS NULL OR id < $7) \
              ORDER BY id DESC LIMIT $8"
         );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(s.scope.as_list())
             .bind(s.state.map(IntentState::as_str))
             .bind(s.action.as_deref())

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
 
 use super::rows::{
     attempt_from_row, audit_from_row, intent_from_row, item_from_row, tombstone_from_row,
@@ -94,7 +95,7 @@ impl ReadStore for PgStore {
 
     async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError> {
         let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = $1");
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(AssertSqlSafe(sql))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -109,7 +110,7 @@ impl ReadStore for PgStore {
         let sql = format!(
             "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE tenant = $1 AND operation_id = $2"
         );
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(AssertSqlSafe(sql))
             .bind(tenant)
             .bind(operation_id)
             .fetch_optional(&self.pool)
@@ -125,7 +126,7 @@ impl ReadStore for PgStore {
                AND id > $5 \
              ORDER BY id LIMIT $6"
         );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(f.tenants.as_ref())
             .bind(f.state.map(IntentState::as_str))
             .bind(f.action.as_deref())
@@ -172,7 +173,7 @@ impl ReadStore for PgStore {
              AND ($4::timestamptz IS NULL OR r.opened_at < $4) AND r.id > $5 \
              ORDER BY r.opened_at, r.id LIMIT $6"
         );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(f.scope.as_list())
             .bind(f.open_only)
             .bind(f.action.as_deref())
@@ -191,7 +192,7 @@ impl ReadStore for PgStore {
     ) -> Result<Option<ReconciliationItem>, StoreError> {
         let sql =
             format!("{ITEM_SELECT} WHERE r.id = $1 AND ($2::text[] IS NULL OR r.tenant = ANY($2))");
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(AssertSqlSafe(sql))
             .bind(id)
             .bind(scope.as_list())
             .fetch_optional(&self.pool)
@@ -204,7 +205,7 @@ impl ReadStore for PgStore {
         intent_id: IntentId,
     ) -> Result<Vec<ReconciliationItem>, StoreError> {
         let sql = format!("{ITEM_SELECT} WHERE r.intent_id = $1 ORDER BY r.opened_at, r.id");
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(intent_id)
             .fetch_all(&self.pool)
             .await?;

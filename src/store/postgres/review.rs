@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
+use sqlx::AssertSqlSafe;
 use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::rows::{intent_from_row, INTENT_COLUMNS};
@@ -78,7 +79,7 @@ impl ChangeStatements for PgChange {
             "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = $1 \
              AND ($2::text[] IS NULL OR tenant = ANY($2)) FOR UPDATE"
         );
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(AssertSqlSafe(sql))
             .bind(id)
             .bind(scope.as_list())
             .fetch_optional(&mut *self.0)

@@ -11,6 +11,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::json;
+use sqlx::AssertSqlSafe;
 use sqlx::Row;
 
 use super::claim_sql::{
@@ -156,20 +157,20 @@ impl ClaimStore for SqliteStore {
         let now = ms(first.now);
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         if outcomes.iter().any(|o| o.attempt.is_some()) {
-            sqlx::query(&record_attempts_sql())
+            sqlx::query(AssertSqlSafe(record_attempts_sql()))
                 .bind(&batch)
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
         }
-        let applied: Vec<i64> = sqlx::query_scalar(&record_intents_sql())
+        let applied: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(record_intents_sql()))
             .bind(&batch)
             .bind(now)
             .fetch_all(&mut *tx)
             .await?;
         if !applied.is_empty() && opens_items(outcomes) {
             let applied_json = serde_json::to_string(&applied).unwrap_or_else(|_| "[]".into());
-            sqlx::query(&open_items_sql())
+            sqlx::query(AssertSqlSafe(open_items_sql()))
                 .bind(&batch)
                 .bind(now)
                 .bind(&applied_json)

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
 
 use super::rows::{intent_from_row, INTENT_COLUMNS};
 use super::{from_ms, ms, scope_json, SqliteStore};
@@ -97,7 +98,7 @@ impl ConsoleStore for SqliteStore {
                AND (?7 IS NULL OR id < ?7) \
              ORDER BY id DESC LIMIT ?8"
         );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(scope_json(&s.scope))
             .bind(s.state.map(IntentState::as_str))
             .bind(s.action.as_deref())

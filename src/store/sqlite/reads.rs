@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
 
 use super::rows::{
     attempt_from_row, audit_from_row, intent_from_row, item_from_row, tombstone_from_row,
@@ -102,7 +103,7 @@ impl ReadStore for SqliteStore {
 
     async fn get_intent(&self, id: IntentId) -> Result<Option<IntentRow>, StoreError> {
         let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1");
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(AssertSqlSafe(sql))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -117,7 +118,7 @@ impl ReadStore for SqliteStore {
         let sql = format!(
             "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE tenant = ?1 AND operation_id = ?2"
         );
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(AssertSqlSafe(sql))
             .bind(tenant)
             .bind(operation_id)
             .fetch_optional(&self.pool)
@@ -133,7 +134,7 @@ impl ReadStore for SqliteStore {
                AND (?4 IS NULL OR created_at < ?4) AND id > ?5 \
              ORDER BY id LIMIT ?6"
         );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(f.tenants.as_deref().map(super::json_list))
             .bind(f.state.map(IntentState::as_str))
             .bind(f.action.as_deref())
@@ -180,7 +181,7 @@ impl ReadStore for SqliteStore {
              AND (?4 IS NULL OR r.opened_at < ?4) AND r.id > ?5 \
              ORDER BY r.opened_at, r.id LIMIT ?6"
         );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(scope_json(&f.scope))
             .bind(f.open_only)
             .bind(f.action.as_deref())
@@ -200,7 +201,7 @@ impl ReadStore for SqliteStore {
         let sql = format!(
             "{ITEM_SELECT} WHERE r.id = ?1 AND (?2 IS NULL OR r.tenant IN (SELECT value FROM json_each(?2)))"
         );
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(AssertSqlSafe(sql))
             .bind(id)
             .bind(scope_json(scope))
             .fetch_optional(&self.pool)
@@ -213,7 +214,7 @@ impl ReadStore for SqliteStore {
         intent_id: IntentId,
     ) -> Result<Vec<ReconciliationItem>, StoreError> {
         let sql = format!("{ITEM_SELECT} WHERE r.intent_id = ?1 ORDER BY r.opened_at, r.id");
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(intent_id)
             .fetch_all(&self.pool)
             .await?;

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
 
 use super::{ms, SqliteStore};
 use crate::store::{RetentionStore, StoreError};
@@ -34,22 +35,22 @@ impl RetentionStore for SqliteStore {
              provider_ref, finished_at, ?3 FROM outbox_intents WHERE id IN ({VICTIMS}) \
              ON CONFLICT (tenant, operation_id) DO NOTHING"
         );
-        sqlx::query(&keep)
+        sqlx::query(AssertSqlSafe(keep))
             .bind(ms(finished_before))
             .bind(i64::from(limit.max(1)))
             .bind(ms(now))
             .execute(&mut *tx)
             .await?;
-        sqlx::query(&format!(
+        sqlx::query(AssertSqlSafe(format!(
             "DELETE FROM outbox_attempts WHERE intent_id IN ({VICTIMS})"
-        ))
+        )))
         .bind(ms(finished_before))
         .bind(i64::from(limit.max(1)))
         .execute(&mut *tx)
         .await?;
-        let gone = sqlx::query(&format!(
+        let gone = sqlx::query(AssertSqlSafe(format!(
             "DELETE FROM outbox_intents WHERE id IN ({VICTIMS})"
-        ))
+        )))
         .bind(ms(finished_before))
         .bind(i64::from(limit.max(1)))
         .execute(&mut *tx)

@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
 use sqlx::{Sqlite, SqliteConnection, Transaction};
 
 use super::rows::{intent_from_row, INTENT_COLUMNS};
@@ -78,7 +79,7 @@ impl ChangeStatements for SqliteChange {
             "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1 \
              AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))"
         );
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(AssertSqlSafe(sql))
             .bind(id)
             .bind(scope_json(scope))
             .fetch_optional(&mut *self.0)
