@@ -71,13 +71,13 @@ pub use error::{ApiError, Forbidden};
 use crate::action::resend::ResendPolicies;
 use crate::action::RetrySafety;
 use crate::config::AdminToken;
-use crate::store::{Database, OutboxStore, ResendApproval};
+use crate::store::{Database, OperatorStore, ResendApproval};
 
 /// Everything the admin handlers need; cheap to clone (every field is shared).
 #[derive(Clone)]
 pub struct AdminContext {
     /// The store every read and write goes through.
-    pub store: Arc<dyn OutboxStore>,
+    pub store: Arc<dyn OperatorStore>,
     /// The database, for `POST /v1/intents` (which opens its own transaction).
     pub db: Database,
     /// The configured tokens with their resolved secrets; entries without a value are
@@ -102,7 +102,7 @@ impl AdminContext {
     /// `wake_dispatcher` when there is new work.
     pub fn new(db: Database, tokens: Vec<AdminToken>, wake_dispatcher: Arc<Notify>) -> Self {
         Self {
-            store: db.store(),
+            store: db.operator_store(),
             db,
             tokens: tokens.into(),
             wake_dispatcher,

@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::store::{Database, OutboxStore};
+use crate::store::{Database, ReadStore};
 
 pub use server::AdminServer;
 
@@ -41,7 +41,7 @@ pub struct ApiState {
     /// The database (for readiness and backend-specific needs).
     pub db: Database,
     /// The outbox store over [`ApiState::db`].
-    pub store: Arc<dyn OutboxStore>,
+    pub store: Arc<dyn ReadStore>,
     /// The process's metrics (shared with the dispatcher).
     pub metrics: Arc<Metrics>,
     /// Set once shutdown has begun; `/readyz` then answers 503.
@@ -66,7 +66,7 @@ impl ApiState {
     /// wake-up signal of its own (replace it with [`ApiState::with_local_wakeup`]).
     pub fn new(db: Database, config: Arc<Config>, metrics: Arc<Metrics>) -> Self {
         Self {
-            store: db.store(),
+            store: db.read_store(),
             db,
             metrics,
             draining: Arc::new(AtomicBool::new(false)),

@@ -11,7 +11,7 @@ use crate::action::RetrySafety;
 use crate::dispatch::ActionTable;
 use crate::fake_provider::{Effect, FakeProvider, FaultKind, RequestRecord};
 use crate::intent::{IntentId, IntentState};
-use crate::store::{IntentFilter, IntentRow, OutboxStore, StoreError};
+use crate::store::{IntentFilter, IntentRow, ReadStore, StoreError};
 
 use super::CheckReport;
 
@@ -32,7 +32,7 @@ pub struct Evidence {
     pub request_total: usize,
 }
 
-async fn all_intents(store: &dyn OutboxStore) -> Result<Vec<IntentRow>, StoreError> {
+async fn all_intents(store: &(impl ReadStore + ?Sized)) -> Result<Vec<IntentRow>, StoreError> {
     let mut out = Vec::new();
     loop {
         let page = store
@@ -74,7 +74,7 @@ struct KeyLog<'a> {
 impl Evidence {
     /// Reads the outbox and the provider's logs.
     pub async fn gather(
-        store: &dyn OutboxStore,
+        store: &(impl ReadStore + ?Sized),
         provider: &FakeProvider,
         actions: &ActionTable,
     ) -> Result<Evidence, StoreError> {

@@ -34,7 +34,7 @@ use serde::Serialize;
 
 use crate::dispatch::ActionTable;
 use crate::fake_provider::FakeProvider;
-use crate::store::{OutboxStore, StoreError};
+use crate::store::{ReadStore, StoreError};
 
 pub use evidence::Evidence;
 
@@ -110,7 +110,7 @@ impl fmt::Display for CheckReport {
 /// Checks the outbox against the provider. With `settled`, anything still pending or in
 /// flight counts as lost and an expired lease as stale.
 pub async fn check(
-    store: &dyn OutboxStore,
+    store: &(impl ReadStore + ?Sized),
     provider: &FakeProvider,
     actions: &ActionTable,
     settled: bool,

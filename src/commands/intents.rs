@@ -40,7 +40,7 @@ pub(super) async fn run(
 }
 
 async fn list(db: &Database, filter: &IntentFilter, json: bool) -> Result<(), CommandError> {
-    let intents = db.store().list_intents(filter).await?;
+    let intents = db.operator_store().list_intents(filter).await?;
     if json {
         return print_json(&intents);
     }
@@ -60,7 +60,7 @@ async fn list(db: &Database, filter: &IntentFilter, json: bool) -> Result<(), Co
 }
 
 async fn show(db: &Database, id: IntentId, json: bool) -> Result<(), CommandError> {
-    let store = db.store();
+    let store = db.operator_store();
     let intent = store
         .get_intent(id)
         .await?
@@ -113,7 +113,7 @@ async fn cancel(
         seen_attempt_count: None,
     };
     let intent = db
-        .store()
+        .operator_store()
         .cancel_intent(&cancellation)
         .await
         .map_err(|e| CommandError::review(Subject::Intent(id), e))?;

@@ -11,7 +11,10 @@ use crate::store::Database;
 
 /// Prints the newest audit entries.
 pub(super) async fn audit(db: &Database, limit: u32, json: bool) -> Result<(), CommandError> {
-    let entries = db.store().list_audit(&SCOPE, None, limit.max(1)).await?;
+    let entries = db
+        .operator_store()
+        .list_audit(&SCOPE, None, limit.max(1))
+        .await?;
     if json {
         return print_json(&entries);
     }

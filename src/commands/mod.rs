@@ -13,7 +13,7 @@
 //! * [`review_failed`] — a store refusal about one item or intent, in CLI words.
 //! * `render`, `table` — aligned text for people; `--json` prints the store's values.
 //!
-//! Every change goes through [`crate::store::OutboxStore`], so it is atomic and audited
+//! Every change goes through [`crate::store::ReviewStore`], so it is atomic and audited
 //! exactly as through the admin API.
 
 pub mod args;

@@ -46,7 +46,7 @@ async fn list(
     filter: &ReconciliationFilter,
     json: bool,
 ) -> Result<(), CommandError> {
-    let items = db.store().list_reconciliation(filter).await?;
+    let items = db.operator_store().list_reconciliation(filter).await?;
     if json {
         return print_json(&items);
     }
@@ -74,7 +74,7 @@ struct ItemDetail {
 }
 
 async fn show(db: &Database, id: ReconciliationItemId, json: bool) -> Result<(), CommandError> {
-    let store = db.store();
+    let store = db.operator_store();
     let item = store
         .get_reconciliation(id, &SCOPE)
         .await?
@@ -155,7 +155,7 @@ async fn resolve(
         },
         seen_attempt_count: None,
     };
-    let store = db.store();
+    let store = db.operator_store();
     let intent_id = store
         .get_reconciliation(args.id, &SCOPE)
         .await?

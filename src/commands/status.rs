@@ -21,12 +21,16 @@ use crate::store::StatusSummary;
 pub async fn status(config: &Config, json: bool) -> Result<(), CommandError> {
     let db = open_for_command(config, OpenMode::ReadOnly).await?;
     let now = Utc::now();
-    let summary = db.store().status_summary(now).await;
+    let summary = db.operator_store().status_summary(now).await;
     // An older schema has no provider states: the counts are still worth showing.
-    let providers = db.store().list_provider_states().await.unwrap_or_else(|e| {
-        eprintln!("warning: provider states unavailable: {e}");
-        Vec::new()
-    });
+    let providers = db
+        .operator_store()
+        .list_provider_states()
+        .await
+        .unwrap_or_else(|e| {
+            eprintln!("warning: provider states unavailable: {e}");
+            Vec::new()
+        });
     let version = db.schema_version().await;
     db.close().await;
     let summary = summary?;

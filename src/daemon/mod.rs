@@ -158,7 +158,8 @@ pub async fn run(
     };
     api::server::mark_draining_on(&state, shutdown.clone());
     let wakeup = Wakeup::new(&db, local.clone()).await;
-    let dispatcher = Arc::new(Dispatcher::new(db.store(), actions, settings).with_metrics(metrics));
+    let dispatcher =
+        Arc::new(Dispatcher::new(db.claim_store(), actions, settings).with_metrics(metrics));
     tracing::info!(
         concurrency = dispatcher.settings().concurrency,
         "dispatcher running"

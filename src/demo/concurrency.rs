@@ -45,7 +45,7 @@ pub(super) async fn concurrent_retries(d: &mut Demo<'_>) -> Result<(), DemoError
     ))?;
     let mut settings = d.dispatcher.settings().clone();
     settings.owner = format!("{}-2", settings.owner);
-    let second = Dispatcher::new(d.store.clone(), d.actions.clone(), settings);
+    let second = Dispatcher::new(d.db.claim_store(), d.actions.clone(), settings);
     let (first, other) = tokio::join!(d.dispatcher.run_once(), second.run_once());
     let (first, other) = (first?, other?);
     d.n.say(format!(

@@ -209,7 +209,11 @@ async fn tell(
     n.say(format!("schema migrated to version {}", report.version))?;
     let actions = Arc::new(build_action_table(config)?);
     let store = db.store();
-    let dispatcher = Dispatcher::new(store.clone(), actions.clone(), dispatcher_settings(config));
+    let dispatcher = Dispatcher::new(
+        db.claim_store(),
+        actions.clone(),
+        dispatcher_settings(config),
+    );
     let mut demo = Demo {
         n,
         db: db.clone(),

@@ -19,7 +19,7 @@ use super::actions::ActionTable;
 use super::{attempt, lease};
 use crate::metrics::Metrics;
 use crate::store::{
-    ClaimRequest, ClaimedIntent, OutboxStore, OutcomeRecord, RecordResult, Release, StoreError,
+    ClaimRequest, ClaimStore, ClaimedIntent, OutcomeRecord, RecordResult, Release, StoreError,
     Transition,
 };
 
@@ -91,7 +91,7 @@ pub(super) enum Finished {
 
 /// Claims, delivers and records intents for the configured actions.
 pub struct Dispatcher {
-    pub(super) store: Arc<dyn OutboxStore>,
+    pub(super) store: Arc<dyn ClaimStore>,
     pub(super) actions: Arc<ActionTable>,
     pub(super) settings: DispatcherSettings,
     pub(super) stopping: AtomicBool,
@@ -106,7 +106,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// A dispatcher over `store` for the actions in `actions`.
     pub fn new(
-        store: Arc<dyn OutboxStore>,
+        store: Arc<dyn ClaimStore>,
         actions: Arc<ActionTable>,
         settings: DispatcherSettings,
     ) -> Self {

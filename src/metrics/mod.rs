@@ -35,9 +35,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::store::{
-    AttemptRecord, ClaimedIntent, OutboxStore, OutcomeRecord, PoolStats, Transition,
-};
+use crate::store::{AttemptRecord, ClaimedIntent, OutcomeRecord, PoolStats, ReadStore, Transition};
 
 pub use outbox::{OutboxGauges, OUTBOX_REFRESH_INTERVAL, STALE_AFTER};
 
@@ -265,7 +263,7 @@ impl Metrics {
     /// metric while no concurrent scrape can change the outbox gauges.
     pub async fn scrape(
         &self,
-        store: &dyn OutboxStore,
+        store: &(impl ReadStore + ?Sized),
         pool: PoolStats,
     ) -> Result<String, std::fmt::Error> {
         self.process.set_pool(pool);

@@ -1,7 +1,7 @@
 //! The outbox gauges, read from the database: the live backlog per action (pending,
 //! in flight, unknown), the oldest due intent and the reconciliation queue.
 //!
-//! They come from one [`OutboxStore::live_gauges`] read, which touches only live rows
+//! They come from one [`ReadStore::live_gauges`] read, which touches only live rows
 //! through partial indexes, at most once per [`OUTBOX_REFRESH_INTERVAL`] however often
 //! `/metrics` is scraped. On PostgreSQL one replica at a time computes them (the store's
 //! gauge lock); the others export none of these series, so a sum or max over replicas
@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use tokio::sync::Mutex;
 
-use crate::store::{GaugeRead, LiveGauges, OutboxStore};
+use crate::store::{GaugeRead, LiveGauges, ReadStore};
 
 /// The shortest time between two database reads of the outbox gauges.
 pub const OUTBOX_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
@@ -218,7 +218,7 @@ impl OutboxGauges {
     /// Failures are logged and counted, never returned.
     pub(super) async fn refresh_then<T>(
         &self,
-        store: &dyn OutboxStore,
+        store: &(impl ReadStore + ?Sized),
         encode: impl FnOnce() -> T,
     ) -> T {
         let mut known = self.known.lock().await;

@@ -103,7 +103,7 @@ pub async fn run_retention_job_reporting(
     settings: &RetentionSettings,
     metrics: Option<&Metrics>,
 ) -> Result<JobRun<RetentionReport>, JobError> {
-    let store = db.store();
+    let store = db.retention_store();
     let mut on_batch = |batch: RetentionBatch| {
         if let Some(m) = metrics {
             match batch {
@@ -126,7 +126,7 @@ pub async fn run_probe_job(
     actions: &ActionTable,
     settings: &ProbeSettings,
 ) -> Result<JobRun<ProbeReport>, JobError> {
-    let store = db.store();
+    let store = db.operator_store();
     exclusive(
         db,
         Job::Probes,

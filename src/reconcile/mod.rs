@@ -11,7 +11,8 @@
 //!
 //! The job lock (a PostgreSQL advisory lock) and the dry-run counts are SQL, so they live in
 //! [`crate::store::jobs`]. Resolutions themselves, and every change to intents, go through
-//! [`crate::store::OutboxStore`]; the person-facing side (CLI, admin API) lives elsewhere.
+//! the store ([`crate::store::OperatorStore`] for probes, [`crate::store::RetentionStore`]
+//! for retention); the person-facing side (CLI, admin API) lives elsewhere.
 
 pub mod jobs;
 pub mod probe;

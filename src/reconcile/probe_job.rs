@@ -19,7 +19,7 @@ use crate::dispatch::actions::{render_path, PathFields};
 use crate::dispatch::{ActionRuntime, ActionTable};
 use crate::provider::DeliveryRequest;
 use crate::store::{
-    OutboxStore, ReconciliationFilter, ReconciliationItem, ResendApproval, Resolution,
+    OperatorStore, ReconciliationFilter, ReconciliationItem, ResendApproval, Resolution,
     ResolutionKind, ReviewError, StoreError, TenantScope, CONFIRM_FIELD,
 };
 
@@ -89,7 +89,7 @@ pub fn probe_due(item: &ReconciliationItem, settings: &ProbeSettings, now: DateT
 
 /// Probes every due open item once and acts on what each lookup proves.
 pub async fn run_probes_once(
-    store: &dyn OutboxStore,
+    store: &(impl OperatorStore + ?Sized),
     actions: &ActionTable,
     settings: &ProbeSettings,
 ) -> Result<ProbeReport, StoreError> {
@@ -131,7 +131,7 @@ pub async fn run_probes_once(
 
 /// Every open item, oldest first, read in pages.
 async fn open_items(
-    store: &dyn OutboxStore,
+    store: &(impl OperatorStore + ?Sized),
     page_size: u32,
 ) -> Result<Vec<ReconciliationItem>, StoreError> {
     let mut items: Vec<ReconciliationItem> = Vec::new();
@@ -159,7 +159,7 @@ enum ItemOutcome {
 /// Probes one item and records the result; errors are logged, never propagated, so one
 /// bad item does not stop the pass.
 async fn probe_item(
-    store: &dyn OutboxStore,
+    store: &(impl OperatorStore + ?Sized),
     action: &ActionRuntime,
     item: &ReconciliationItem,
 ) -> ItemOutcome {
@@ -177,7 +177,7 @@ async fn probe_item(
 }
 
 async fn lookup_and_record(
-    store: &dyn OutboxStore,
+    store: &(impl OperatorStore + ?Sized),
     action: &ActionRuntime,
     probe: &ProbeRuntime,
     item: &ReconciliationItem,
@@ -230,7 +230,7 @@ async fn lookup_and_record(
 /// Resolves the item as the probe. A probe never confirms a resend that may act twice:
 /// the store refuses such a redispatch, and the item is left for a person.
 async fn resolve(
-    store: &dyn OutboxStore,
+    store: &(impl OperatorStore + ?Sized),
     action: &ActionRuntime,
     item: &ReconciliationItem,
     kind: ResolutionKind,
@@ -282,7 +282,7 @@ async fn resolve(
 /// When a request with this key may first have reached the provider: the earliest
 /// attempt of the intent's whole history not classified `not_sent`.
 async fn first_sent_at(
-    store: &dyn OutboxStore,
+    store: &(impl OperatorStore + ?Sized),
     item: &ReconciliationItem,
 ) -> Result<Option<DateTime<Utc>>, StoreError> {
     let attempts = store.list_attempts(item.intent_id).await?;
@@ -295,7 +295,7 @@ async fn first_sent_at(
 
 /// Earlier items of the same intent that the probe resolved as `redispatch`.
 async fn probe_redispatches(
-    store: &dyn OutboxStore,
+    store: &(impl OperatorStore + ?Sized),
     item: &ReconciliationItem,
 ) -> Result<u32, StoreError> {
     let history = store.reconciliation_for_intent(item.intent_id).await?;

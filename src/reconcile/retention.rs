@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::RetentionConfig;
-use crate::store::{OutboxStore, StoreError};
+use crate::store::{RetentionStore, StoreError};
 
 /// Rows deleted per statement (one transaction each) unless `retention.batch_size` says.
 pub const DEFAULT_BATCH_SIZE: u32 = 1000;
@@ -100,7 +100,7 @@ enum Phase {
 
 /// [`run_retention_observed`] without an observer.
 pub async fn run_retention_once(
-    store: &dyn OutboxStore,
+    store: &(impl RetentionStore + ?Sized),
     settings: &RetentionSettings,
     now: DateTime<Utc>,
 ) -> Result<RetentionReport, StoreError> {
@@ -112,7 +112,7 @@ pub async fn run_retention_once(
 /// stops the pass; what earlier batches deleted stays deleted (each is atomic), and the
 /// next run continues.
 pub async fn run_retention_observed(
-    store: &dyn OutboxStore,
+    store: &(impl RetentionStore + ?Sized),
     settings: &RetentionSettings,
     now: DateTime<Utc>,
     on_batch: &mut (dyn FnMut(RetentionBatch) + Send),

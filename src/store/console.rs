@@ -5,14 +5,18 @@
 //! person's redispatch may act twice and was confirmed ([`check_resend`]), what the
 //! redispatch records of that confirmation for the dispatcher
 //! ([`resend_confirmed_attempt`]), and whether the intent is still the one a dry run showed
-//! ([`check_seen`]). Backends only bind and run
-//! the SQL, calling these on the row they read inside the change's transaction.
+//! ([`check_seen`]); and the folds of the dashboard's reads. [`super::changes`] calls the
+//! change rules on the row it reads inside the change's transaction; backends only bind
+//! and run the SQL.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{AuditEntryId, IntentRow, ReconciliationItemId, ReviewError, TenantScope};
+use super::{
+    parse_class, parse_state, AuditEntryId, IntentRow, ReconciliationItemId, ReviewError,
+    StoreError, TenantScope,
+};
 use crate::action::resend::{resend_risk, ResendPolicies, ResendRisk, SendHistory};
 use crate::action::AttemptClass;
 use crate::intent::{IntentId, IntentState, InvalidField};
@@ -80,6 +84,43 @@ pub struct ConsoleCounts {
     pub reconciliation_open: i64,
     /// The oldest open item: its id and when it was opened.
     pub reconciliation_oldest: Option<(ReconciliationItemId, DateTime<Utc>)>,
+}
+
+/// How many due intents the dashboard's oldest-due read looks at (the due index, in order).
+pub(crate) const DUE_SCAN: i64 = 1000;
+
+impl ConsoleCounts {
+    /// The counts from the dashboard's reads: (action, state name, count) rows, the oldest
+    /// due enqueue time, the open items and the oldest open item.
+    pub(crate) fn from_rows(
+        by_action_state: Vec<(String, String, i64)>,
+        oldest_due_at: Option<DateTime<Utc>>,
+        reconciliation_open: i64,
+        reconciliation_oldest: Option<(ReconciliationItemId, DateTime<Utc>)>,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            by_action_state: by_action_state
+                .into_iter()
+                .map(|(action, state, n)| Ok((action, parse_state(&state)?, n)))
+                .collect::<Result<_, StoreError>>()?,
+            oldest_due_at,
+            reconciliation_open,
+            reconciliation_oldest,
+        })
+    }
+}
+
+/// The attempt ends from (ended at, class name) rows; a row without a class is skipped.
+pub(crate) fn attempt_ends(
+    rows: impl IntoIterator<Item = (DateTime<Utc>, Option<String>)>,
+) -> Result<Vec<AttemptEnd>, StoreError> {
+    let mut ends = Vec::new();
+    for (ended_at, class) in rows {
+        if let Some(class) = parse_class(class)? {
+            ends.push(AttemptEnd { ended_at, class });
+        }
+    }
+    Ok(ends)
 }
 
 /// One attempt that ended, for the dashboard's chart.
@@ -193,7 +234,7 @@ pub const CHANGED_SINCE_DRY_RUN: &str = "changed since the dry run; not applied"
 /// How an intent is redispatched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedispatchRoute {
-    /// `failed`: [`super::OutboxStore::redispatch_failed`].
+    /// `failed`: [`super::ReviewStore::redispatch_failed`].
     Failed,
     /// `unknown`: its open reconciliation item is resolved as `redispatch`.
     Reconciliation,
@@ -231,7 +272,7 @@ pub fn check_cancel(state: &str, ambiguous_attempts: i32) -> Result<(), ReviewEr
     Ok(())
 }
 
-/// Whether `intent` may go through [`super::OutboxStore::redispatch_failed`]: only a
+/// Whether `intent` may go through [`super::ReviewStore::redispatch_failed`]: only a
 /// `failed` one (an `unknown` one is redispatched by resolving its reconciliation item),
 /// still as the dry run saw it, and confirmed if it may act twice ([`check_resend`]).
 /// Returns the confirmed risk, if any, for the audit entry.

@@ -28,6 +28,7 @@ SELECT 'reconciliation', i.action, count(*), min(r.opened_at)
 "#;
 
 /// The same read on SQLite (instants as Unix milliseconds; `?1` is now).
+// Dialect twin of LIVE_GAUGES_SQL_POSTGRES: `CASE` for `FILTER`, `?1` for `$1`.
 pub const LIVE_GAUGES_SQL_SQLITE: &str = r#"
 SELECT 'pending' AS kind, action, count(*) AS n,
        min(CASE WHEN next_attempt_at <= ?1 THEN created_at END) AS oldest

@@ -1,7 +1,8 @@
-//! The few statements the scheduled jobs need beyond [`crate::store::OutboxStore`]: the
-//! PostgreSQL advisory lock that keeps each job on one replica at a time ([`JobLock`]), and
-//! the read-only counts behind `outboxd prune --dry-run` ([`retention_preview`]). Every
-//! change to intents, items and tombstones still goes through the store.
+//! The few statements the scheduled jobs need beyond the store's role traits
+//! ([`crate::store::roles`]): the PostgreSQL advisory lock that keeps each job on one
+//! replica at a time ([`JobLock`]), and the read-only counts behind
+//! `outboxd prune --dry-run` ([`retention_preview`]). Every change to intents, items and
+//! tombstones still goes through the store.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

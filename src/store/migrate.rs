@@ -31,63 +31,61 @@ impl Migration {
     }
 }
 
+/// The migrations of one backend's folder under `migrations/`, in order: one list for both
+/// backends, so they stay paired one to one by version and name.
+macro_rules! migrations {
+    ($backend:literal) => {
+        &[
+            Migration {
+                version: 1,
+                name: "outbox",
+                sql: include_str!(concat!("../../migrations/", $backend, "/0001_outbox.sql")),
+            },
+            Migration {
+                version: 2,
+                name: "producer_functions",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0002_producer_functions.sql"
+                )),
+            },
+            Migration {
+                version: 3,
+                name: "tenant_keys_exact_numbers",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0003_tenant_keys_exact_numbers.sql"
+                )),
+            },
+            Migration {
+                version: 4,
+                name: "tenant_turns_provider_states",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0004_tenant_turns_provider_states.sql"
+                )),
+            },
+            Migration {
+                version: 5,
+                name: "bytewise_turns_resend_confirmations",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0005_bytewise_turns_resend_confirmations.sql"
+                )),
+            },
+        ]
+    };
+}
+
 /// PostgreSQL migrations, in order.
-pub const POSTGRES: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "outbox",
-        sql: include_str!("../../migrations/postgres/0001_outbox.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "producer_functions",
-        sql: include_str!("../../migrations/postgres/0002_producer_functions.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "tenant_keys_exact_numbers",
-        sql: include_str!("../../migrations/postgres/0003_tenant_keys_exact_numbers.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "tenant_turns_provider_states",
-        sql: include_str!("../../migrations/postgres/0004_tenant_turns_provider_states.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "bytewise_turns_resend_confirmations",
-        sql: include_str!("../../migrations/postgres/0005_bytewise_turns_resend_confirmations.sql"),
-    },
-];
+pub const POSTGRES: &[Migration] = migrations!("postgres");
 
 /// SQLite migrations, in order; paired one to one with [`POSTGRES`].
-pub const SQLITE: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "outbox",
-        sql: include_str!("../../migrations/sqlite/0001_outbox.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "producer_functions",
-        sql: include_str!("../../migrations/sqlite/0002_producer_functions.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "tenant_keys_exact_numbers",
-        sql: include_str!("../../migrations/sqlite/0003_tenant_keys_exact_numbers.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "tenant_turns_provider_states",
-        sql: include_str!("../../migrations/sqlite/0004_tenant_turns_provider_states.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "bytewise_turns_resend_confirmations",
-        sql: include_str!("../../migrations/sqlite/0005_bytewise_turns_resend_confirmations.sql"),
-    },
-];
+pub const SQLITE: &[Migration] = migrations!("sqlite");
 
 /// The schema version this build expects (the last migration's version).
 pub fn expected_version() -> i64 {
@@ -186,6 +184,8 @@ pub async fn migrate_postgres(pool: &PgPool) -> Result<MigrateReport, MigrateErr
 }
 
 /// Applies pending PostgreSQL migrations up to `target` (tests build older schemas with it).
+// Dialect twin of migrate_sqlite_to: the same steps (an advisory lock where SQLite's
+// `BEGIN IMMEDIATE` serialises; SQLite also rekeys at version 3).
 pub async fn migrate_postgres_to(
     pool: &PgPool,
     target: i64,
@@ -202,10 +202,7 @@ pub async fn migrate_postgres_to(
             .await?;
     check_applied(POSTGRES, &applied)?;
     let mut report = MigrateReport::default();
-    for m in POSTGRES.iter().filter(|m| m.version <= target) {
-        if applied.iter().any(|(v, _)| *v == m.version) {
-            continue;
-        }
+    for m in pending(POSTGRES, &applied, target) {
         tracing::info!(version = m.version, name = m.name, "applying migration");
         sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
         sqlx::query(
@@ -223,6 +220,16 @@ pub async fn migrate_postgres_to(
     Ok(report)
 }
 
+/// The migrations of `list` up to `target` that `applied` lacks, in order.
+fn pending<'a>(
+    list: &'a [Migration],
+    applied: &'a [(i64, String)],
+    target: i64,
+) -> impl Iterator<Item = &'a Migration> + 'a {
+    list.iter()
+        .filter(move |m| m.version <= target && !applied.iter().any(|(v, _)| *v == m.version))
+}
+
 /// The schema version after a run: the highest version applied before or by it (one past
 /// this build inside the compatibility window).
 fn highest_version(before: &[(i64, String)], report: &MigrateReport) -> i64 {
@@ -237,6 +244,7 @@ pub async fn migrate_sqlite(pool: &SqlitePool) -> Result<MigrateReport, MigrateE
 }
 
 /// Applies pending SQLite migrations up to `target` (tests build older schemas with it).
+// Dialect twin of migrate_postgres_to (see there).
 pub async fn migrate_sqlite_to(
     pool: &SqlitePool,
     target: i64,
@@ -249,10 +257,7 @@ pub async fn migrate_sqlite_to(
             .await?;
     check_applied(SQLITE, &applied)?;
     let mut report = MigrateReport::default();
-    for m in SQLITE.iter().filter(|m| m.version <= target) {
-        if applied.iter().any(|(v, _)| *v == m.version) {
-            continue;
-        }
+    for m in pending(SQLITE, &applied, target) {
         tracing::info!(version = m.version, name = m.name, "applying migration");
         sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
         if m.version == 3 {

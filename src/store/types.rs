@@ -1,5 +1,6 @@
-//! Values passed to and returned by the [`super::OutboxStore`] trait: claimed intents,
-//! attempt records, lifecycle transitions and read models for status and review.
+//! Values passed to and returned by the store's role traits ([`super::roles`]): claimed
+//! intents, attempt records, lifecycle transitions and read models for status and review,
+//! and the status fold ([`StatusSummary::from_counts`]).
 
 use std::time::Duration;
 
@@ -322,6 +323,33 @@ pub struct StatusSummary {
     pub reconciliation_open: i64,
     /// Opening time of the oldest open reconciliation item.
     pub reconciliation_oldest_at: Option<DateTime<Utc>>,
+}
+
+impl StatusSummary {
+    /// The summary from the per-state counts (a state without a row counts zero) and the
+    /// backlog reads.
+    pub(crate) fn from_counts(
+        counts: &[(String, i64)],
+        oldest_due_at: Option<DateTime<Utc>>,
+        reconciliation_open: i64,
+        reconciliation_oldest_at: Option<DateTime<Utc>>,
+    ) -> Self {
+        let count_of = |state: IntentState| {
+            counts
+                .iter()
+                .find(|(name, _)| name == state.as_str())
+                .map_or(0, |(_, n)| *n)
+        };
+        Self {
+            by_state: IntentState::ALL
+                .into_iter()
+                .map(|s| (s, count_of(s)))
+                .collect(),
+            oldest_due_at,
+            reconciliation_open,
+            reconciliation_oldest_at,
+        }
+    }
 }
 
 /// One provider's bulkhead as a running daemon last published it (table

@@ -168,8 +168,12 @@ async fn drive_scenarios(h: &Harness, d: &Dispatcher) {
 async fn metrics_follow_dispatcher_and_outbox(t: &TestDb) {
     let h = Harness::new(t).await;
     let metrics = Metrics::shared();
-    let d = Dispatcher::new(h.store.clone(), h.actions.clone(), test_settings("metrics"))
-        .with_metrics(metrics.clone());
+    let d = Dispatcher::new(
+        h.db.claim_store(),
+        h.actions.clone(),
+        test_settings("metrics"),
+    )
+    .with_metrics(metrics.clone());
     drive_scenarios(&h, &d).await;
     // The open item was opened an hour ago: the age gauge must say so (not merely >= 0).
     support::harness::exec(

@@ -55,7 +55,7 @@ async fn claim_stalled_past_the_lease_margin_is_not_sent(t: &TestDb) {
     let mut settings = test_settings("short-lease");
     // 700 ms request timeout + 1 s margin: a claim may wait at most 1.3 s.
     settings.lease = Duration::from_secs(3);
-    let dispatcher = Dispatcher::new(h.store.clone(), h.actions.clone(), settings);
+    let dispatcher = Dispatcher::new(h.db.claim_store(), h.actions.clone(), settings);
     let stall = stall_writers(&h.db, Duration::from_millis(1800)).await;
     let step = dispatcher.claim_and_deliver().await.unwrap();
     stall.await.unwrap();

@@ -70,8 +70,12 @@ struct Running {
 async fn start(t: &TestDb, actions: Vec<ActionRuntime>, settings: DispatcherSettings) -> Running {
     let metrics = outboxd::metrics::Metrics::shared();
     let dispatcher = Arc::new(
-        Dispatcher::new(t.db.store(), Arc::new(ActionTable::new(actions)), settings)
-            .with_metrics(metrics.clone()),
+        Dispatcher::new(
+            t.db.claim_store(),
+            Arc::new(ActionTable::new(actions)),
+            settings,
+        )
+        .with_metrics(metrics.clone()),
     );
     let (stop, stopped) = watch::channel(false);
     let wakeup = outboxd::dispatch::wakeup::Wakeup::new(&t.db, Arc::new(Notify::new())).await;

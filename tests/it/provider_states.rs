@@ -163,7 +163,7 @@ async fn a_running_pipeline_publishes_its_breaker_and_withdraws_on_stop(t: &Test
     provider.set_refusing(true).await.unwrap();
     let store = t.db.store();
     let dispatcher = Arc::new(Dispatcher::new(
-        store.clone(),
+        t.db.claim_store(),
         Arc::new(ActionTable::new([failing_action(&provider)])),
         test_settings("publisher"),
     ));

@@ -139,7 +139,7 @@ async fn not_found_inside_retention_redispatches_once(t: &TestDb) {
     // forgotten at once, so it would refuse the resend nobody confirmed
     // (tests/resend_confirmation.rs).
     let daemon = Dispatcher::new(
-        h.store.clone(),
+        h.db.claim_store(),
         Arc::new(probed_actions(&h, DAY)),
         test_settings("daemon"),
     );

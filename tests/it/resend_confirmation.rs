@@ -46,7 +46,7 @@ async fn keyed_unknown(h: &Harness, op: &str) -> (IntentId, String) {
 /// The daemon: the same provider, whose keys it believes are forgotten after 1 ms.
 fn strict_daemon(h: &Harness) -> Dispatcher {
     let actions = Arc::new(test_actions(&h.provider, Duration::from_millis(1)));
-    Dispatcher::new(h.store.clone(), actions, test_settings("daemon"))
+    Dispatcher::new(h.db.claim_store(), actions, test_settings("daemon"))
 }
 
 /// Resolves the intent's open item as `redispatch` as the CLI would, with the CLI's

@@ -73,7 +73,7 @@ async fn unsent_claims_are_released_at_shutdown_despite_database_errors() {
     let mut settings = test_settings("stopping");
     settings.concurrency = 1;
     let dispatcher = Arc::new(Dispatcher::new(
-        h.store.clone(),
+        h.db.claim_store(),
         h.actions.clone(),
         settings,
     ));

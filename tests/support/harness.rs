@@ -97,7 +97,7 @@ impl Harness {
         let actions = Arc::new(test_actions(&provider, key_retention));
         let store = t.db.store();
         let dispatcher = Dispatcher::new(
-            store.clone(),
+            t.db.claim_store(),
             actions.clone(),
             test_settings("dispatcher-a"),
         );
@@ -113,7 +113,7 @@ impl Harness {
     /// Another dispatcher on the same database and actions.
     pub fn second_dispatcher(&self, owner: &str) -> Dispatcher {
         Dispatcher::new(
-            self.store.clone(),
+            self.db.claim_store(),
             self.actions.clone(),
             test_settings(owner),
         )

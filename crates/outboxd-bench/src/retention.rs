@@ -50,7 +50,7 @@ fn actions(provider: &FakeProvider) -> Result<Arc<ActionTable>, BenchError> {
 
 fn dispatcher(db: &Database, actions: Arc<ActionTable>) -> Dispatcher {
     Dispatcher::new(
-        db.store(),
+        db.claim_store(),
         actions,
         DispatcherSettings {
             owner: "bench-retention".into(),

@@ -1,11 +1,11 @@
 //! Retention on PostgreSQL: prune finished intents with their attempts (items cascade) while
-//! keeping a tombstone per operation, and expire old tombstones.
+//! keeping a tombstone per operation, and expire old tombstones ([`RetentionStore`]).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Row};
 
-use crate::intent::{OperationId, TenantId};
-use crate::store::{StoreError, Tombstone};
+use super::PgStore;
+use crate::store::{RetentionStore, StoreError};
 
 /// Moves up to `$2` intents finished before `$1` to tombstones, in one statement; rows
 /// locked by someone else are skipped. On error nothing is pruned.
@@ -32,21 +32,6 @@ WITH victims AS (
 SELECT count(*) FROM gone
 "#;
 
-pub(super) async fn prune_finished(
-    pool: &PgPool,
-    finished_before: DateTime<Utc>,
-    now: DateTime<Utc>,
-    limit: u32,
-) -> Result<u64, StoreError> {
-    let n: i64 = sqlx::query_scalar(PRUNE_SQL)
-        .bind(finished_before)
-        .bind(i64::from(limit.max(1)))
-        .bind(now)
-        .fetch_one(pool)
-        .await?;
-    Ok(u64::try_from(n).unwrap_or(0))
-}
-
 /// Deletes up to `$2` tombstones finished before `$1`, walking `outbox_tombstones_pruned`
 /// (oldest pruned first, where expired ones gather) by primary key; rows locked by someone
 /// else are skipped.
@@ -61,42 +46,35 @@ DELETE FROM outbox_tombstones t USING (
 WHERE t.tenant = v.tenant AND t.operation_id = v.operation_id
 "#;
 
-pub(super) async fn prune_tombstones(
-    pool: &PgPool,
-    finished_before: DateTime<Utc>,
-    limit: u32,
-) -> Result<u64, StoreError> {
-    let done = sqlx::query(EXPIRE_TOMBSTONES_SQL)
-        .bind(finished_before)
-        .bind(i64::from(limit.max(1)))
-        .execute(pool)
-        .await?;
-    Ok(done.rows_affected())
-}
+// Dialect twin of sqlite/retention.rs `impl RetentionStore for SqliteStore`: the same
+// victims and tombstones (one CTE with `SKIP LOCKED` here, three statements there).
+#[async_trait]
+impl RetentionStore for PgStore {
+    async fn prune_finished(
+        &self,
+        finished_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar(PRUNE_SQL)
+            .bind(finished_before)
+            .bind(i64::from(limit.max(1)))
+            .bind(now)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
 
-pub(super) async fn find_tombstone(
-    pool: &PgPool,
-    tenant: &TenantId,
-    operation_id: &OperationId,
-) -> Result<Option<Tombstone>, StoreError> {
-    let row = sqlx::query(
-        "SELECT tenant, operation_id, intent_id, payload_sha256, final_state, provider_ref, pruned_at \
-         FROM outbox_tombstones WHERE tenant = $1 AND operation_id = $2",
-    )
-    .bind(tenant.as_str())
-    .bind(operation_id.as_str())
-    .fetch_optional(pool)
-    .await?;
-    row.map(|row| {
-        Ok(Tombstone {
-            tenant: TenantId::from_store(row.try_get("tenant")?),
-            operation_id: OperationId::from_store(row.try_get("operation_id")?),
-            intent_id: row.try_get("intent_id")?,
-            payload_sha256: row.try_get("payload_sha256")?,
-            final_state: row.try_get("final_state")?,
-            provider_ref: row.try_get("provider_ref")?,
-            pruned_at: row.try_get("pruned_at")?,
-        })
-    })
-    .transpose()
+    async fn prune_tombstones(
+        &self,
+        finished_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(EXPIRE_TOMBSTONES_SQL)
+            .bind(finished_before)
+            .bind(i64::from(limit.max(1)))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
 }

@@ -1,282 +1,192 @@
-//! The people side on SQLite: reconciliation items and their resolutions, cancels, probe
-//! findings and the audit log. Each change and its audit entry commit together in one
-//! `BEGIN IMMEDIATE` transaction, so concurrent resolutions are serialised.
+//! The statements of a review change on SQLite ([`ChangeStatements`]), each one statement
+//! on the change's transaction; the order and the rules are in [`crate::store::changes`].
+//! A change runs in one `BEGIN IMMEDIATE` transaction, so concurrent changes are
+//! serialised and what it reads stays as read until it commits.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::SqliteRow;
 use sqlx::AssertSqlSafe;
-use sqlx::{Row, SqliteConnection, SqlitePool};
+use sqlx::{Sqlite, SqliteConnection, Transaction};
 
-use super::reads::{intent_from_row, INTENT_COLUMNS};
-use super::{from_ms, ms};
-use crate::intent::{ActionName, IdempotencyKey, IntentId, OperationId, TenantId};
+use super::rows::{intent_from_row, INTENT_COLUMNS};
+use super::{from_ms, ms, scope_json, SqliteStore};
+use crate::intent::{IntentId, TenantId};
+use crate::store::changes::{ChangeSource, ChangeStatements, ResolvedColumns};
 use crate::store::{
-    check_cancel, check_resolution, check_resolution_of, check_seen, resend_confirmed_attempt,
-    AuditEntry, AuditEntryId, AuditFilter, Cancellation, IntentRow, NewAuditEntry,
-    ReconciliationFilter, ReconciliationItem, ReconciliationItemId, Resolution, ResolutionKind,
-    ReviewError, StoreError, TenantScope,
+    AuditEntryId, IntentRow, NewAuditEntry, ReconciliationItemId, Resolution, ResolutionKind,
+    StoreError, TenantScope,
 };
 
-const ITEM_SELECT: &str = "SELECT r.id, r.intent_id, r.tenant, i.operation_id, i.action, \
-    i.idempotency_key, r.reason, r.opened_at, r.resolution, r.resolved_by, r.resolved_at, \
-    r.resolution_note, r.resolved_provider_ref, r.probe_finding, r.probe_checked_at, r.probe_count \
-    FROM outbox_reconciliation_items r JOIN outbox_intents i ON i.id = r.intent_id";
+/// An open review change on SQLite.
+#[derive(Debug)]
+pub struct SqliteChange(Transaction<'static, Sqlite>);
 
-/// `?N IS NULL OR tenant IN (...)` takes the scope as a JSON array (NULL = all tenants).
-pub(super) fn scope_json(scope: &TenantScope) -> Option<String> {
-    scope
-        .as_list()
-        .map(|t| serde_json::to_string(&t).unwrap_or_else(|_| "[]".into()))
+#[async_trait]
+impl ChangeSource for SqliteStore {
+    type Change = SqliteChange;
+
+    async fn begin_change(&self) -> Result<SqliteChange, StoreError> {
+        Ok(SqliteChange(self.pool.begin_with("BEGIN IMMEDIATE").await?))
+    }
 }
 
-fn opt_time(row: &SqliteRow, column: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
-    Ok(row.try_get::<Option<i64>, _>(column)?.map(from_ms))
-}
+// Dialect twin of postgres/review.rs `impl ChangeStatements for PgChange`: binds the same
+// statements (`?n` for `$n`, `json_each` for `ANY`, ms for timestamptz; no `FOR UPDATE`,
+// `BEGIN IMMEDIATE` serialises).
+#[async_trait]
+impl ChangeStatements for SqliteChange {
+    async fn close_item(&mut self, r: &Resolution) -> Result<Option<IntentId>, StoreError> {
+        let provider_ref = match &r.kind {
+            ResolutionKind::Delivered { provider_ref } => Some(provider_ref.as_str()),
+            _ => None,
+        };
+        Ok(sqlx::query_scalar(
+            "UPDATE outbox_reconciliation_items SET resolution = ?2, resolved_by = ?3, \
+             resolved_at = ?4, resolution_note = ?5, resolved_provider_ref = ?6 \
+             WHERE id = ?1 AND resolved_at IS NULL \
+             AND (?7 IS NULL OR tenant IN (SELECT value FROM json_each(?7))) RETURNING intent_id",
+        )
+        .bind(r.item_id)
+        .bind(r.kind.as_str())
+        .bind(&r.actor)
+        .bind(ms(r.now))
+        .bind(&r.note)
+        .bind(provider_ref)
+        .bind(scope_json(&r.scope))
+        .fetch_optional(&mut *self.0)
+        .await?)
+    }
 
-fn item_from_row(row: &SqliteRow) -> Result<ReconciliationItem, StoreError> {
-    Ok(ReconciliationItem {
-        id: row.try_get("id")?,
-        intent_id: row.try_get("intent_id")?,
-        tenant: TenantId::from_store(row.try_get("tenant")?),
-        operation_id: OperationId::from_store(row.try_get("operation_id")?),
-        action: ActionName::from_store(row.try_get("action")?),
-        idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
-        reason: row.try_get("reason")?,
-        opened_at: from_ms(row.try_get("opened_at")?),
-        resolution: row.try_get("resolution")?,
-        resolved_by: row.try_get("resolved_by")?,
-        resolved_at: opt_time(row, "resolved_at")?,
-        resolution_note: row.try_get("resolution_note")?,
-        resolved_provider_ref: row.try_get("resolved_provider_ref")?,
-        probe_finding: row.try_get("probe_finding")?,
-        probe_checked_at: opt_time(row, "probe_checked_at")?,
-        probe_count: row.try_get("probe_count")?,
-    })
-}
-
-pub(super) async fn list_reconciliation(
-    pool: &SqlitePool,
-    f: &ReconciliationFilter,
-) -> Result<Vec<ReconciliationItem>, StoreError> {
-    let sql = format!(
-        "{ITEM_SELECT} WHERE (?1 IS NULL OR r.tenant IN (SELECT value FROM json_each(?1))) \
-         AND (NOT ?2 OR r.resolved_at IS NULL) AND (?3 IS NULL OR i.action = ?3) \
-         AND (?4 IS NULL OR r.opened_at < ?4) AND r.id > ?5 \
-         ORDER BY r.opened_at, r.id LIMIT ?6"
-    );
-    let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(scope_json(&f.scope))
-        .bind(f.open_only)
-        .bind(f.action.as_deref())
-        .bind(f.opened_before.map(ms))
-        .bind(f.after_id.map_or(0, ReconciliationItemId::get))
-        .bind(i64::from(f.limit.max(1)))
-        .fetch_all(pool)
-        .await?;
-    rows.iter().map(item_from_row).collect()
-}
-
-pub(super) async fn get_reconciliation(
-    pool: &SqlitePool,
-    id: ReconciliationItemId,
-    scope: &TenantScope,
-) -> Result<Option<ReconciliationItem>, StoreError> {
-    let sql = format!(
-        "{ITEM_SELECT} WHERE r.id = ?1 AND (?2 IS NULL OR r.tenant IN (SELECT value FROM json_each(?2)))"
-    );
-    let row = sqlx::query(AssertSqlSafe(sql))
-        .bind(id)
+    async fn item_resolution(
+        &mut self,
+        item_id: ReconciliationItemId,
+        scope: &TenantScope,
+    ) -> Result<Option<ResolvedColumns>, StoreError> {
+        let row: Option<(Option<String>, Option<String>, Option<i64>)> = sqlx::query_as(
+            "SELECT resolution, resolved_by, resolved_at FROM outbox_reconciliation_items \
+             WHERE id = ?1 AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))",
+        )
+        .bind(item_id)
         .bind(scope_json(scope))
-        .fetch_optional(pool)
+        .fetch_optional(&mut *self.0)
         .await?;
-    row.as_ref().map(item_from_row).transpose()
-}
-
-pub(super) async fn reconciliation_for_intent(
-    pool: &SqlitePool,
-    intent_id: IntentId,
-) -> Result<Vec<ReconciliationItem>, StoreError> {
-    let sql = format!("{ITEM_SELECT} WHERE r.intent_id = ?1 ORDER BY r.opened_at, r.id");
-    let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(intent_id)
-        .fetch_all(pool)
-        .await?;
-    rows.iter().map(item_from_row).collect()
-}
-
-async fn close_item(conn: &mut SqliteConnection, r: &Resolution) -> Result<IntentId, ReviewError> {
-    let provider_ref = match &r.kind {
-        ResolutionKind::Delivered { provider_ref } => Some(provider_ref.as_str()),
-        _ => None,
-    };
-    let closed: Option<IntentId> = sqlx::query_scalar(
-        "UPDATE outbox_reconciliation_items SET resolution = ?2, resolved_by = ?3, \
-         resolved_at = ?4, resolution_note = ?5, resolved_provider_ref = ?6 \
-         WHERE id = ?1 AND resolved_at IS NULL \
-         AND (?7 IS NULL OR tenant IN (SELECT value FROM json_each(?7))) RETURNING intent_id",
-    )
-    .bind(r.item_id)
-    .bind(r.kind.as_str())
-    .bind(&r.actor)
-    .bind(ms(r.now))
-    .bind(&r.note)
-    .bind(provider_ref)
-    .bind(scope_json(&r.scope))
-    .fetch_optional(&mut *conn)
-    .await?;
-    if let Some(intent_id) = closed {
-        return Ok(intent_id);
+        Ok(row.map(|(resolution, by, at)| (resolution, by, at.map(from_ms))))
     }
-    let existing: Option<(Option<String>, Option<String>, Option<i64>)> = sqlx::query_as(
-        "SELECT resolution, resolved_by, resolved_at FROM outbox_reconciliation_items \
-         WHERE id = ?1 AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))",
-    )
-    .bind(r.item_id)
-    .bind(scope_json(&r.scope))
-    .fetch_optional(&mut *conn)
-    .await?;
-    match existing {
-        Some((Some(resolution), Some(resolved_by), Some(resolved_at))) => {
-            Err(ReviewError::AlreadyResolved {
-                resolution,
-                resolved_by,
-                resolved_at: from_ms(resolved_at),
-            })
-        }
-        _ => Err(ReviewError::NotFound),
-    }
-}
 
-async fn apply_to_intent(
-    conn: &mut SqliteConnection,
-    intent_id: IntentId,
-    r: &Resolution,
-    confirmed_attempt: Option<i32>,
-) -> Result<(), ReviewError> {
-    let now = ms(r.now);
-    let query = match &r.kind {
-        ResolutionKind::Delivered { provider_ref } => sqlx::query(
-            "UPDATE outbox_intents SET state = 'delivered', provider_ref = ?3, finished_at = ?2, \
-             updated_at = ?2 WHERE id = ?1 AND state = 'unknown'",
-        )
-        .bind(intent_id)
-        .bind(now)
-        .bind(provider_ref),
-        ResolutionKind::Redispatch => sqlx::query(
-            "UPDATE outbox_intents SET state = 'pending', next_attempt_at = ?2, updated_at = ?2, \
-             budget_attempt_base = attempt_count, budget_started_at = ?2, \
-             resend_confirmed_attempt = ?3 WHERE id = ?1 AND state = 'unknown'",
-        )
-        .bind(intent_id)
-        .bind(now)
-        .bind(confirmed_attempt),
-        ResolutionKind::Abandoned => sqlx::query(
-            "UPDATE outbox_intents SET state = 'abandoned', finished_at = ?2, updated_at = ?2 \
-             WHERE id = ?1 AND state = 'unknown'",
-        )
-        .bind(intent_id)
-        .bind(now),
-    };
-    if query.execute(&mut *conn).await?.rows_affected() != 1 {
-        let state: String = sqlx::query_scalar("SELECT state FROM outbox_intents WHERE id = ?1")
-            .bind(intent_id)
-            .fetch_one(&mut *conn)
+    async fn lock_intent(
+        &mut self,
+        id: IntentId,
+        scope: &TenantScope,
+    ) -> Result<Option<IntentRow>, StoreError> {
+        let sql = format!(
+            "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1 \
+             AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))"
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(id)
+            .bind(scope_json(scope))
+            .fetch_optional(&mut *self.0)
             .await?;
-        return Err(ReviewError::WrongState {
-            state,
-            what: "only an unknown outcome can be resolved",
-        });
+        row.as_ref().map(intent_from_row).transpose()
     }
-    Ok(())
-}
 
-pub(super) async fn resolve_reconciliation(
-    pool: &SqlitePool,
-    r: &Resolution,
-) -> Result<ReconciliationItem, ReviewError> {
-    check_resolution(r)?;
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let intent_id = close_item(&mut tx, r).await?;
-    let sql = format!("SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1");
-    let intent = intent_from_row(
-        &sqlx::query(AssertSqlSafe(sql))
-            .bind(intent_id)
-            .fetch_one(&mut *tx)
-            .await?,
-    )?;
-    let risk = check_resolution_of(r, &intent)?;
-    let confirmed_attempt = resend_confirmed_attempt(&r.resend, &intent);
-    apply_to_intent(&mut tx, intent_id, r, confirmed_attempt).await?;
-    append_audit_on(&mut tx, &crate::store::resolution_audit(r, &intent, risk)).await?;
-    tx.commit().await?;
-    get_reconciliation(pool, r.item_id, &TenantScope::All)
-        .await?
-        .ok_or(ReviewError::NotFound)
-}
+    async fn resolve_intent(
+        &mut self,
+        id: IntentId,
+        r: &Resolution,
+        confirmed_attempt: Option<i32>,
+    ) -> Result<bool, StoreError> {
+        let now = ms(r.now);
+        let query = match &r.kind {
+            ResolutionKind::Delivered { provider_ref } => sqlx::query(
+                "UPDATE outbox_intents SET state = 'delivered', provider_ref = ?3, \
+                 finished_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'unknown'",
+            )
+            .bind(id)
+            .bind(now)
+            .bind(provider_ref),
+            ResolutionKind::Redispatch => sqlx::query(
+                "UPDATE outbox_intents SET state = 'pending', next_attempt_at = ?2, \
+                 updated_at = ?2, budget_attempt_base = attempt_count, budget_started_at = ?2, \
+                 resend_confirmed_attempt = ?3 WHERE id = ?1 AND state = 'unknown'",
+            )
+            .bind(id)
+            .bind(now)
+            .bind(confirmed_attempt),
+            ResolutionKind::Abandoned => sqlx::query(
+                "UPDATE outbox_intents SET state = 'abandoned', finished_at = ?2, updated_at = ?2 \
+                 WHERE id = ?1 AND state = 'unknown'",
+            )
+            .bind(id)
+            .bind(now),
+        };
+        Ok(query.execute(&mut *self.0).await?.rows_affected() == 1)
+    }
 
-pub(super) async fn cancel_intent(
-    pool: &SqlitePool,
-    c: &Cancellation,
-) -> Result<IntentRow, ReviewError> {
-    crate::store::check_note(&c.note)?;
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let sql = format!(
-        "SELECT {INTENT_COLUMNS} FROM outbox_intents WHERE id = ?1 \
-         AND (?2 IS NULL OR tenant IN (SELECT value FROM json_each(?2)))"
-    );
-    let row = sqlx::query(AssertSqlSafe(sql))
-        .bind(c.intent_id)
-        .bind(scope_json(&c.scope))
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(ReviewError::NotFound)?;
-    let before = intent_from_row(&row)?;
-    check_seen(c.seen_attempt_count, &before)?;
-    check_cancel(before.state.as_str(), before.ambiguous_attempts)?;
-    sqlx::query("UPDATE outbox_intents SET state = 'cancelled', finished_at = ?2, updated_at = ?2 WHERE id = ?1")
-        .bind(c.intent_id)
-        .bind(ms(c.now))
-        .execute(&mut *tx)
+    async fn redispatch_intent(
+        &mut self,
+        id: IntentId,
+        now: DateTime<Utc>,
+        confirmed_attempt: Option<i32>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox_intents SET state = 'pending', next_attempt_at = ?2, updated_at = ?2, \
+             finished_at = NULL, budget_attempt_base = attempt_count, budget_started_at = ?2, \
+             resend_confirmed_attempt = ?3 WHERE id = ?1 AND state = 'failed'",
+        )
+        .bind(id)
+        .bind(ms(now))
+        .bind(confirmed_attempt)
+        .execute(&mut *self.0)
         .await?;
-    append_audit_on(
-        &mut tx,
-        &NewAuditEntry {
-            actor: c.actor.clone(),
-            action: "intent.cancel".into(),
-            tenant: Some(before.tenant.clone()),
-            intent_id: Some(c.intent_id),
-            details: serde_json::json!({}),
-            note: Some(c.note.clone()),
-            at: c.now,
-        },
-    )
-    .await?;
-    let updated = sqlx::query("SELECT * FROM outbox_intents WHERE id = ?1")
-        .bind(c.intent_id)
-        .fetch_one(&mut *tx)
+        Ok(())
+    }
+
+    async fn cancel_intent(&mut self, id: IntentId, now: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox_intents SET state = 'cancelled', finished_at = ?2, updated_at = ?2 \
+             WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(ms(now))
+        .execute(&mut *self.0)
         .await?;
-    tx.commit().await?;
-    Ok(intent_from_row(&updated)?)
+        Ok(())
+    }
+
+    async fn set_probe_finding(
+        &mut self,
+        item_id: ReconciliationItemId,
+        finding: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox_reconciliation_items SET probe_finding = ?2, probe_checked_at = ?3, \
+             probe_count = probe_count + 1 WHERE id = ?1",
+        )
+        .bind(item_id)
+        .bind(finding)
+        .bind(ms(now))
+        .execute(&mut *self.0)
+        .await?;
+        Ok(())
+    }
+
+    async fn append_audit(&mut self, entry: &NewAuditEntry) -> Result<AuditEntryId, StoreError> {
+        append_audit_on(&mut self.0, entry).await
+    }
+
+    // Nothing to send: a SQLite dispatcher is woken in its own process, or polls.
+    async fn wake_dispatchers(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<(), StoreError> {
+        Ok(self.0.commit().await?)
+    }
 }
 
-pub(super) async fn record_probe_finding(
-    pool: &SqlitePool,
-    item_id: ReconciliationItemId,
-    finding: &str,
-    now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE outbox_reconciliation_items SET probe_finding = ?2, probe_checked_at = ?3, \
-         probe_count = probe_count + 1 WHERE id = ?1",
-    )
-    .bind(item_id)
-    .bind(finding)
-    .bind(ms(now))
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
+// Dialect twin of postgres/review.rs append_audit_on: details as text, times as ms.
 /// Appends an audit entry on `conn`, typically inside a caller's transaction so the
 /// entry commits (or rolls back) with the change it records.
 pub async fn append_audit_on(
@@ -296,50 +206,4 @@ pub async fn append_audit_on(
     .bind(&e.note)
     .fetch_one(conn)
     .await?)
-}
-
-pub(super) async fn append_audit(
-    pool: &SqlitePool,
-    e: &NewAuditEntry,
-) -> Result<AuditEntryId, StoreError> {
-    let mut conn = pool.acquire().await?;
-    append_audit_on(&mut conn, e).await
-}
-
-pub(super) async fn search_audit(
-    pool: &SqlitePool,
-    f: &AuditFilter,
-) -> Result<Vec<AuditEntry>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT id, at, actor, action, tenant, intent_id, details, note FROM outbox_audit_log \
-         WHERE (?1 IS NULL OR tenant IN (SELECT value FROM json_each(?1))) \
-         AND (?2 IS NULL OR id < ?2) AND (?3 IS NULL OR actor = ?3) \
-         AND (?4 IS NULL OR action = ?4) AND (?5 IS NULL OR intent_id = ?5) \
-         ORDER BY id DESC LIMIT ?6",
-    )
-    .bind(scope_json(&f.scope))
-    .bind(f.before_id)
-    .bind(f.actor.as_deref())
-    .bind(f.action.as_deref())
-    .bind(f.intent_id)
-    .bind(i64::from(f.limit.max(1)))
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            let details: String = row.try_get("details")?;
-            Ok(AuditEntry {
-                id: row.try_get("id")?,
-                at: from_ms(row.try_get("at")?),
-                actor: row.try_get("actor")?,
-                action: row.try_get("action")?,
-                tenant: row
-                    .try_get::<Option<String>, _>("tenant")?
-                    .map(TenantId::from_store),
-                intent_id: row.try_get("intent_id")?,
-                details: serde_json::from_str(&details).unwrap_or(serde_json::Value::Null),
-                note: row.try_get("note")?,
-            })
-        })
-        .collect()
 }
