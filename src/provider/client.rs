@@ -104,6 +104,12 @@ impl ProviderClient {
         if !settings.allow_private_addresses {
             builder = builder.dns_resolver(Arc::new(PublicOnlyResolver));
         }
+        if settings.base_url.scheme() != "https" {
+            // No TLS is ever spoken (redirects are not followed), so no trust store is
+            // needed: without this, building the client loads the system's certificates
+            // and fails on a host that has none, although only plain HTTP is used.
+            builder = builder.tls_certs_only(std::iter::empty());
+        }
         Ok(Self {
             request_timeout: settings.request_timeout,
             name: settings.name.clone(),

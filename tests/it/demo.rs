@@ -100,3 +100,23 @@ fn demo_tells_the_story_and_exits_zero() {
     let dir = Path::new(db).parent().expect("database directory");
     assert!(!dir.exists(), "{} was not removed", dir.display());
 }
+
+/// Plain-HTTP providers need no trust store: the demo (whose fake provider is plain HTTP on
+/// loopback) runs on a host with no CA certificates at all.
+#[test]
+fn demo_runs_without_a_ca_bundle() {
+    let output = Command::new(env!("CARGO_BIN_EXE_outboxd"))
+        .arg("demo")
+        .env_remove("OUTBOXD_CONFIG")
+        .env_remove("RUST_LOG")
+        .env("SSL_CERT_FILE", "/nonexistent/ca-certificates.crt")
+        .env("SSL_CERT_DIR", "/nonexistent/certs")
+        .output()
+        .expect("run outboxd demo");
+    assert!(
+        output.status.success(),
+        "exit {:?}; stderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

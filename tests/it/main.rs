@@ -44,6 +44,7 @@ mod secrets_stay_secret;
 mod send_deadlines;
 mod shutdown_release;
 mod sql_producer;
+mod sqlite_memory;
 mod stored_values;
 mod tenant_fairness;
 mod upgrade;

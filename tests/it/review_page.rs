@@ -11,6 +11,8 @@ use crate::support;
 mod forms;
 #[path = "review_page/hostile.rs"]
 mod hostile;
+#[path = "review_page/not_found.rs"]
+mod not_found;
 #[path = "review_page/page.rs"]
 pub(crate) mod page;
 

@@ -39,7 +39,9 @@ pub(super) fn error_page(who: Option<&Session>, error: &ApiError) -> Response {
             }
             None => "Internal error; the daemon's log has the details.".to_owned(),
         },
-        ApiError::NotFound => "No such item (or not one your token may see).".to_owned(),
+        ApiError::NotFound | ApiError::Review(ReviewError::NotFound) => {
+            "No such item (or not one your token may see).".to_owned()
+        }
         other => other.to_string(),
     };
     page(
