@@ -15,13 +15,13 @@ pub fn format_duration(d: Duration) -> String {
         }
         for (size, unit) in UNITS {
             // "24h" reads better than "1d" (it is how providers document key retention).
-            if secs % size == 0 && !(unit == "d" && secs == size) {
+            if secs.is_multiple_of(size) && !(unit == "d" && secs == size) {
                 return format!("{}{unit}", secs / size);
             }
         }
         return format!("{secs}s");
     }
-    if d.subsec_nanos() % 1_000_000 == 0 {
+    if d.subsec_nanos().is_multiple_of(1_000_000) {
         return format!("{}ms", d.as_millis());
     }
     humantime::format_duration(d).to_string()
