@@ -4,6 +4,9 @@
 //! means, and which audit entry commits with the change. [`ReviewStore`] is implemented
 //! here, once, for every store that can open a change ([`ChangeSource`]).
 //!
+//! The module is private to the crate: a change's single statements skip the rules and the
+//! audit entry, so outside the store only [`ReviewStore`] is reachable.
+//!
 //! A backend only binds and executes: it opens a change (a transaction in which the intent
 //! read stays as read until commit: `FOR UPDATE` on PostgreSQL, `BEGIN IMMEDIATE` on
 //! SQLite) and runs each [`ChangeStatements`] method as one statement.

@@ -9,7 +9,7 @@
 //! Every write that completes an attempt is fenced by the claim's token, so a dispatcher
 //! that lost its lease cannot overwrite what the new owner recorded.
 
-pub mod changes;
+pub(crate) mod changes;
 pub mod compat;
 pub mod connect;
 pub mod console;

@@ -15,7 +15,7 @@ mod retention;
 mod review;
 mod rows;
 
-pub use review::{append_audit_on, PgChange};
+pub use review::append_audit_on;
 
 use sqlx::PgPool;
 

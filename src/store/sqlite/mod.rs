@@ -14,7 +14,7 @@ mod retention;
 mod review;
 mod rows;
 
-pub use review::{append_audit_on, SqliteChange};
+pub use review::append_audit_on;
 
 use chrono::{DateTime, Utc};
 use sqlx::SqlitePool;

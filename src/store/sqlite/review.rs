@@ -145,7 +145,7 @@ impl ChangeStatements for SqliteChange {
     async fn cancel_intent(&mut self, id: IntentId, now: DateTime<Utc>) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE outbox_intents SET state = 'cancelled', finished_at = ?2, updated_at = ?2 \
-             WHERE id = ?1",
+             WHERE id = ?1 AND state = 'pending'",
         )
         .bind(id)
         .bind(ms(now))
