@@ -75,5 +75,9 @@ pub(super) async fn prune(
         report.tombstones_pruned,
         time(report.tombstones_before)
     );
+    if !report.vacuumed.is_empty() {
+        let tables: Vec<&str> = report.vacuumed.iter().map(|t| t.table()).collect();
+        println!("vacuumed {} (retention.vacuum)", tables.join(", "));
+    }
     Ok(())
 }

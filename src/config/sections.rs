@@ -113,9 +113,17 @@ pub struct RetentionConfig {
     pub schedule: String,
     /// Rows (intents, or tombstones) deleted per batch; each batch is one short transaction.
     pub batch_size: u32,
-    /// Pause between two full batches, leaving the database to the dispatcher and autovacuum.
+    /// Pause between two full batches, leaving the database to the dispatcher and autovacuum;
+    /// never shorter than the batch took (so a pass is busy at most half its time), and no
+    /// pause at all when zero.
     #[serde(with = "super::duration")]
     pub batch_pause: Duration,
+    /// After a pass that deleted rows, `VACUUM (ANALYZE)` the tables it deleted from
+    /// (PostgreSQL; SQLite reuses freed pages by itself), so the next window's rows reuse
+    /// the pruned space instead of growing the table. Costs one vacuum of those tables per
+    /// pass that pruned: I/O over their pages changed since the last vacuum, and a scan of
+    /// their indexes when many rows died.
+    pub vacuum: bool,
 }
 
 impl Default for RetentionConfig {
@@ -126,6 +134,7 @@ impl Default for RetentionConfig {
             schedule: "0 */10 * * * *".to_owned(),
             batch_size: 1000,
             batch_pause: Duration::from_millis(50),
+            vacuum: true,
         }
     }
 }

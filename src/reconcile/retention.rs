@@ -7,9 +7,17 @@
 //!
 //! The batching rule is written once, here, for both kinds and both backends: each batch
 //! is one short transaction of at most `batch_size` rows chosen by index order; a short
-//! batch ends the phase; between full batches the pass pauses `batch_pause` so autovacuum
-//! and the dispatcher get the disk; every batch is reported to the caller (metrics) and a
+//! batch ends the phase; between full batches the pass pauses `batch_pause`, and at least
+//! as long as the batch took ([`pause_after`]), so a pass holds the database for at most
+//! half its time whatever a batch costs, leaving the rest to the dispatcher and autovacuum; every batch is reported to the caller (metrics) and a
 //! progress line is logged at most every [`PROGRESS_EVERY`]. Backends only run one batch.
+//!
+//! The reclaiming rule is here too: with `retention.vacuum` on, a pass that deleted rows
+//! asks the store to reclaim the tables it deleted from ([`pruned_tables`]) once, after
+//! its last batch, so the next window's rows reuse the space instead of growing the
+//! table (PostgreSQL `VACUUM (ANALYZE)`; nothing on SQLite). A reclaim that fails or is not
+//! permitted is logged and never fails the pass: the rows are pruned, and autovacuum
+//! reclaims their space later.
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +25,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::RetentionConfig;
-use crate::store::{RetentionStore, StoreError};
+use crate::store::{PrunedTable, Reclaim, RetentionStore, StoreError};
 
 /// Rows deleted per statement (one transaction each) unless `retention.batch_size` says.
 pub const DEFAULT_BATCH_SIZE: u32 = 1000;
@@ -35,6 +43,8 @@ pub struct RetentionSettings {
     pub batch_size: u32,
     /// Pause between two full batches.
     pub batch_pause: Duration,
+    /// Reclaim the pruned tables' space after a pass that deleted rows.
+    pub vacuum: bool,
 }
 
 impl RetentionSettings {
@@ -45,6 +55,7 @@ impl RetentionSettings {
             tombstone_after: config.tombstone_after,
             batch_size: config.batch_size,
             batch_pause: config.batch_pause,
+            vacuum: config.vacuum,
         }
     }
 
@@ -65,6 +76,17 @@ fn before(now: DateTime<Utc>, window: Duration) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
+/// The pause after a full batch that took `took`: `batch_pause`, and at least `took`
+/// itself while pausing is on (a zero `batch_pause` means no pause at all), so a pass is
+/// busy at most half of its time.
+pub fn pause_after(took: Duration, batch_pause: Duration) -> Duration {
+    if batch_pause.is_zero() {
+        Duration::ZERO
+    } else {
+        batch_pause.max(took)
+    }
+}
+
 /// What one pass removed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RetentionReport {
@@ -80,6 +102,66 @@ pub struct RetentionReport {
     pub tombstones_pruned: u64,
     /// Batches (statements) expiring tombstones took.
     pub tombstone_batches: u32,
+    /// Tables vacuumed after the pass (PostgreSQL with `retention.vacuum`, after a pass
+    /// that deleted rows); empty otherwise.
+    pub vacuumed: Vec<PrunedTable>,
+}
+
+/// The tables a pass deleted from, as its report says: an intent takes its attempts and
+/// reconciliation items with it; expired tombstones are their own table.
+pub fn pruned_tables(report: &RetentionReport) -> Vec<PrunedTable> {
+    let mut tables = Vec::new();
+    if report.intents_pruned > 0 {
+        tables.extend([
+            PrunedTable::Intents,
+            PrunedTable::Attempts,
+            PrunedTable::ReconciliationItems,
+        ]);
+    }
+    if report.tombstones_pruned > 0 {
+        tables.push(PrunedTable::Tombstones);
+    }
+    tables
+}
+
+/// Asks the store to reclaim what the pass freed; logs and swallows every failure.
+async fn reclaim_after(
+    store: &(impl RetentionStore + ?Sized),
+    tables: &[PrunedTable],
+) -> Vec<PrunedTable> {
+    let started = Instant::now();
+    match store.reclaim(tables).await {
+        Ok(Reclaim::NotNeeded) => Vec::new(),
+        Ok(Reclaim::Vacuumed {
+            vacuumed,
+            not_permitted,
+        }) => {
+            if !not_permitted.is_empty() {
+                let names: Vec<&str> = not_permitted.iter().map(|t| t.table()).collect();
+                tracing::warn!(
+                    tables = %names.join(", "),
+                    "retention.vacuum: the database role may not vacuum these tables (only \
+                     their owner, the database owner or, on PostgreSQL 17, a role granted \
+                     MAINTAIN may); skipped, their pruned space waits for autovacuum. Run \
+                     outboxd as the tables' owner, grant MAINTAIN, or set \
+                     retention.vacuum = false"
+                );
+            }
+            if !vacuumed.is_empty() {
+                tracing::info!(
+                    tables = ?vacuumed.iter().map(|t| t.table()).collect::<Vec<_>>(),
+                    elapsed = ?started.elapsed(),
+                    "vacuumed the tables the retention pass pruned"
+                );
+            }
+            vacuumed
+        }
+        Err(error) => {
+            tracing::warn!(%error, "vacuum after the retention pass failed; the rows stay \
+                pruned and their space waits for autovacuum");
+            Vec::new()
+        }
+    }
 }
 
 /// What one batch deleted, as reported to [`run_retention_observed`]'s observer.
@@ -126,11 +208,13 @@ pub async fn run_retention_observed(
         batches: 0,
         tombstones_pruned: 0,
         tombstone_batches: 0,
+        vacuumed: Vec::new(),
     };
     let started = Instant::now();
     let mut last_progress = started;
     for phase in [Phase::Intents, Phase::Tombstones] {
         loop {
+            let batch_started = Instant::now();
             let deleted = match phase {
                 Phase::Intents => {
                     let n = store
@@ -166,10 +250,15 @@ pub async fn run_retention_observed(
                     "retention pass in progress"
                 );
             }
-            if !settings.batch_pause.is_zero() {
-                tokio::time::sleep(settings.batch_pause).await;
+            let pause = pause_after(batch_started.elapsed(), settings.batch_pause);
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
             }
         }
+    }
+    let pruned = pruned_tables(&report);
+    if settings.vacuum && !pruned.is_empty() {
+        report.vacuumed = reclaim_after(store, &pruned).await;
     }
     if report.intents_pruned > 0 || report.tombstones_pruned > 0 {
         tracing::info!(
@@ -184,4 +273,42 @@ pub async fn run_retention_observed(
         );
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_pauses_at_least_as_long_as_its_batch_took() {
+        let ms = Duration::from_millis;
+        assert_eq!(pause_after(ms(10), ms(50)), ms(50));
+        assert_eq!(pause_after(ms(400), ms(50)), ms(400));
+        assert_eq!(pause_after(ms(400), Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_pass_vacuums_the_tables_it_deleted_from() {
+        let now = Utc::now();
+        let report = |intents, tombstones| RetentionReport {
+            finished_before: now,
+            tombstones_before: now,
+            intents_pruned: intents,
+            batches: 1,
+            tombstones_pruned: tombstones,
+            tombstone_batches: 1,
+            vacuumed: Vec::new(),
+        };
+        assert!(pruned_tables(&report(0, 0)).is_empty());
+        assert_eq!(
+            pruned_tables(&report(3, 0)),
+            [
+                PrunedTable::Intents,
+                PrunedTable::Attempts,
+                PrunedTable::ReconciliationItems
+            ]
+        );
+        assert_eq!(pruned_tables(&report(0, 2)), [PrunedTable::Tombstones]);
+        assert_eq!(pruned_tables(&report(1, 1)).len(), 4);
+    }
 }

@@ -21,9 +21,9 @@ use chrono::{DateTime, Utc};
 use super::{
     AttemptEnd, AttemptRow, AuditEntry, AuditFilter, Cancellation, ClaimRequest, ClaimedIntent,
     ConsoleCounts, FairShare, GaugeRead, IntentFilter, IntentRow, IntentSearch, NewAuditEntry,
-    OutcomeRecord, ProviderStateRow, ReconciliationFilter, ReconciliationItem, RecordResult,
-    Redispatch, Release, Resolution, ReviewError, StatusSummary, StoreError, TenantScope,
-    Tombstone,
+    OutcomeRecord, ProviderStateRow, PrunedTable, Reclaim, ReconciliationFilter,
+    ReconciliationItem, RecordResult, Redispatch, Release, Resolution, ReviewError, StatusSummary,
+    StoreError, TenantScope, Tombstone,
 };
 use super::{AuditEntryId, ReconciliationItemId};
 use crate::intent::{IntentId, IntentState, OperationId, TenantId};
@@ -254,6 +254,11 @@ pub trait RetentionStore: Send + Sync + 'static {
         finished_before: DateTime<Utc>,
         limit: u32,
     ) -> Result<u64, StoreError>;
+
+    /// Makes the space rows deleted from `tables` took reusable now, outside any
+    /// transaction (PostgreSQL: `VACUUM (ANALYZE)` on the tables this role may vacuum;
+    /// SQLite: nothing, freed pages are reused). Fails only if the database does.
+    async fn reclaim(&self, tables: &[PrunedTable]) -> Result<Reclaim, StoreError>;
 }
 
 /// What a person's tools use (the admin API, the review console, the CLI, the probe job):

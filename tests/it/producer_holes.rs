@@ -34,6 +34,7 @@ async fn prune_all(h: &Harness) {
         tombstone_after: Duration::from_secs(400 * 86_400),
         batch_size: 100,
         batch_pause: Duration::ZERO,
+        vacuum: false,
     };
     run_retention_once(
         h.store.as_ref(),

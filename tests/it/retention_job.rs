@@ -19,7 +19,7 @@ use outboxd::reconcile::{
     run_retention_once, Job, JobLock, JobRun, ProbeSettings, RetentionBatch, RetentionSettings,
     ScheduledJobs,
 };
-use outboxd::store::Database;
+use outboxd::store::{Database, PrunedTable};
 use outboxd::{EnqueueError, NewIntent};
 use serde_json::json;
 use support::harness::{exec, operation, scalar, tenant, Harness, NOTIFY, REFUND};
@@ -33,6 +33,7 @@ fn settings(batch_size: u32) -> RetentionSettings {
         tombstone_after: 400 * DAY,
         batch_size,
         batch_pause: Duration::ZERO,
+        vacuum: true,
     }
 }
 
@@ -299,6 +300,112 @@ async fn tombstones_expire_in_batches_with_progress(t: &TestDb) {
     }
 }
 
+/// Inserts `n` delivered intents of window `w`, finished (and enqueued) at `at`, as the
+/// dispatcher leaves them.
+async fn insert_window(db: &Database, w: usize, n: usize, at: chrono::DateTime<Utc>) {
+    let ms = at.timestamp_millis();
+    let ts = at.to_rfc3339();
+    exec(
+        db,
+        &format!(
+            "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {n}) \
+             INSERT INTO outbox_intents (tenant, operation_id, action, payload, payload_sha256, \
+             idempotency_key, state, next_attempt_at, created_at, updated_at, finished_at, \
+             attempt_count) SELECT 'acme', 'w{w}-' || n, '{REFUND}', \
+             json_object('n', n, 'note', hex(zeroblob(100))), printf('%064d', n), \
+             'key-w{w}-' || n, 'delivered', {ms}, {ms}, {ms}, {ms}, 1 FROM g"
+        ),
+        &format!(
+            "INSERT INTO outbox_intents (tenant, operation_id, action, payload, payload_sha256, \
+             idempotency_key, state, next_attempt_at, created_at, updated_at, finished_at, \
+             attempt_count) SELECT 'acme', 'w{w}-' || g, '{REFUND}', \
+             jsonb_build_object('n', g, 'note', repeat('0', 200)), repeat('0', 64), \
+             'key-w{w}-' || g, 'delivered', '{ts}', '{ts}', '{ts}', '{ts}', 1 \
+             FROM generate_series(1, {n}) g"
+        ),
+    )
+    .await;
+}
+
+/// Bytes of `outbox_intents` with its indexes (PostgreSQL: with TOAST too).
+async fn intents_size(db: &Database) -> i64 {
+    match db {
+        Database::Postgres(_) => {
+            scalar(db, "SELECT pg_total_relation_size('outbox_intents')").await
+        }
+        Database::Sqlite(_) => {
+            scalar(
+                db,
+                "SELECT sum(pgsize) FROM dbstat WHERE name IN \
+                 (SELECT name FROM sqlite_master WHERE tbl_name = 'outbox_intents')",
+            )
+            .await
+        }
+    }
+}
+
+/// Steady load over six retention windows, each window's rows pruned one window later by
+/// the pass as shipped (`retention.vacuum` on): the table with its indexes never exceeds
+/// 1.5x its size after the first prune. On PostgreSQL that is the pass's VACUUM (without
+/// it the table grows by a window each time, about 2.8x here, unless autovacuum happens
+/// to wake in between); on SQLite freed pages are reused and nothing runs. PostgreSQL runs
+/// it in a database of its own: in the shared one, other tests' open transactions keep
+/// the VACUUM from removing rows they might still see.
+async fn keeps_the_table_flat_over_windows(t: &TestDb) {
+    const ROWS: usize = 1500;
+    let store = t.db.store();
+    let settings = RetentionSettings {
+        finished_after: Duration::from_secs(3600),
+        batch_size: 100,
+        ..settings(100)
+    };
+    let t0 = Utc::now() - chrono::Duration::days(1);
+    let mut sizes = Vec::new();
+    for w in 0..6 {
+        let at = t0 + chrono::Duration::hours(w as i64);
+        insert_window(&t.db, w, ROWS, at).await;
+        let report =
+            run_retention_once(store.as_ref(), &settings, at + chrono::Duration::seconds(1))
+                .await
+                .unwrap();
+        let expected = if w == 0 { 0 } else { ROWS as u64 };
+        assert_eq!(report.intents_pruned, expected, "window {w}: {report:?}");
+        match (t.backend(), w) {
+            (_, 0) => assert!(report.vacuumed.is_empty(), "nothing pruned: {report:?}"),
+            ("postgres", _) => assert_eq!(
+                report.vacuumed,
+                [
+                    PrunedTable::Intents,
+                    PrunedTable::Attempts,
+                    PrunedTable::ReconciliationItems
+                ],
+                "{report:?}"
+            ),
+            _ => assert!(report.vacuumed.is_empty(), "{report:?}"),
+        }
+        sizes.push(intents_size(&t.db).await);
+    }
+    let most = sizes[2..].iter().copied().max().unwrap_or_default();
+    let ratio = most as f64 / sizes[1] as f64;
+    assert!(
+        ratio <= 1.5,
+        "outbox_intents grew to {ratio:.2}x over four more windows: {sizes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pass_keeps_the_table_flat_on_sqlite() {
+    keeps_the_table_flat_over_windows(&TestDb::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pass_keeps_the_table_flat_on_postgres() {
+    let Some(t) = TestDb::postgres_own_database().await else {
+        return;
+    };
+    keeps_the_table_flat_over_windows(&t).await;
+}
+
 both_backends!(
     tombstones_expire_in_batches_with_progress,
     prunes_old_finished_intents_and_keeps_the_rest,
@@ -374,4 +481,65 @@ async fn advisory_lock_makes_a_concurrent_run_skip_on_postgres() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A database role that may not vacuum the tables (it neither owns them nor the database)
+/// still prunes: the pass reports nothing vacuumed (a warning is logged) and succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_that_may_not_vacuum_still_prunes_on_postgres() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    h.enqueue(refund("done", 5)).await;
+    h.dispatcher.drain().await.unwrap();
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!("postgres")
+    };
+    let schema: String = sqlx::query_scalar("SELECT current_schema()::text")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    // Roles are the server's; this one is shared by every run and has no login.
+    for sql in [
+        "DO $$ BEGIN CREATE ROLE outboxd_it_not_owner NOLOGIN; \
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+            .to_owned(),
+        format!("GRANT USAGE ON SCHEMA {schema} TO outboxd_it_not_owner"),
+        format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} \
+             TO outboxd_it_not_owner"
+        ),
+        format!("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO outboxd_it_not_owner"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+    let restricted = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::query("SET ROLE outboxd_it_not_owner")
+                    .execute(conn)
+                    .await
+                    .map(|_| ())
+            })
+        })
+        .connect(&t.url)
+        .await
+        .unwrap();
+    let db = Database::Postgres(restricted);
+    let prune_all = RetentionSettings {
+        finished_after: Duration::ZERO,
+        ..settings(1000)
+    };
+    let report = run_retention_once(db.store().as_ref(), &prune_all, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(report.intents_pruned, 1, "{report:?}");
+    assert!(report.vacuumed.is_empty(), "{report:?}");
+    assert!(state_of(&h, "done").await.is_none(), "pruned");
+    db.close().await;
 }

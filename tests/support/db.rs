@@ -26,6 +26,8 @@ pub struct TestDb {
     /// An open pool.
     pub db: Database,
     schema: Option<String>,
+    /// A database of its own ([`TestDb::postgres_own_database`]), dropped on `Drop`.
+    database: Option<String>,
     base_url: String,
     _dir: Option<tempfile::TempDir>,
 }
@@ -95,6 +97,7 @@ impl TestDb {
             url,
             db,
             schema: None,
+            database: None,
             base_url: String::new(),
             _dir: Some(dir),
         }
@@ -140,6 +143,59 @@ impl TestDb {
             url,
             db,
             schema: Some(schema),
+            database: None,
+            base_url,
+            _dir: None,
+        })
+    }
+
+    /// A fresh PostgreSQL *database* on the test server, migrated, for a test whose result
+    /// depends on what other sessions do: a `VACUUM` cannot remove rows that a transaction
+    /// open anywhere in the same database might still see, so tests (or other runs) using
+    /// schemas of the shared database would make its outcome vary. Other databases do not
+    /// hold its horizon back. Dropped on `Drop` (`WITH (FORCE)`).
+    pub async fn postgres_own_database() -> Option<TestDb> {
+        let base_url = pg_base_url();
+        let admin = match connect(&base_url, 1).await {
+            Ok(admin) => admin,
+            Err(e) => {
+                skip_or_fail(&format!(
+                    "PostgreSQL unavailable at {base_url} ({e}): the PostgreSQL half of this test did not run"
+                ));
+                return None;
+            }
+        };
+        let name = unique_name("obxt");
+        let Database::Postgres(pool) = &admin else {
+            unreachable!()
+        };
+        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(pool)
+            .await
+            .expect("create database");
+        admin.close().await;
+        let (head, query) = base_url.split_once('?').unwrap_or((&base_url, ""));
+        let server = head.rsplit_once('/').map_or(head, |(server, _)| server);
+        let url = if query.is_empty() {
+            format!("{server}/{name}")
+        } else {
+            format!("{server}/{name}?{query}")
+        };
+        let db = connect(&url, 8).await.expect("open own database");
+        let Database::Postgres(pool) = &db else {
+            unreachable!()
+        };
+        outboxd::store::migrate::migrate_postgres_to(
+            pool,
+            outboxd::store::migrate::expected_version(),
+        )
+        .await
+        .expect("migrate postgres");
+        Some(TestDb {
+            url,
+            db,
+            schema: None,
+            database: Some(name),
             base_url,
             _dir: None,
         })
@@ -160,8 +216,10 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        let Some(schema) = self.schema.take() else {
-            return;
+        let drop_sql = match (self.schema.take(), self.database.take()) {
+            (Some(schema), _) => format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+            (None, Some(database)) => format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
+            (None, None) => return,
         };
         let base_url = self.base_url.clone();
         // Drop runs inside a test's runtime: clean up on a thread with its own runtime.
@@ -172,11 +230,7 @@ impl Drop for TestDb {
             if let Ok(rt) = rt {
                 rt.block_on(async {
                     if let Ok(Database::Postgres(pool)) = connect(&base_url, 1).await {
-                        let _ = sqlx::query(AssertSqlSafe(format!(
-                            "DROP SCHEMA IF EXISTS {schema} CASCADE"
-                        )))
-                        .execute(&pool)
-                        .await;
+                        let _ = sqlx::query(AssertSqlSafe(drop_sql)).execute(&pool).await;
                         pool.close().await;
                     }
                 });

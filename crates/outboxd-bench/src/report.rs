@@ -80,6 +80,18 @@ impl Report {
         });
     }
 
+    /// Records a ratio of two figures, printed with two decimals (a target such as 0.8 must
+    /// not be judged from a rounded 0.8).
+    pub fn ratio(&mut self, key: &str, label: &str, value: f64) {
+        println!("   {label:<68} {value:>12.2} x");
+        self.rows.push(Row {
+            key: key.into(),
+            label: label.into(),
+            value,
+            unit: "x".into(),
+        });
+    }
+
     /// Records how busy the machine's cores were (a share, see [`super::cpu`]) during the
     /// figure just recorded, under `busy_{key}`; nothing where that could not be read.
     pub fn busy(&mut self, key: &str, share: Option<f64>) {

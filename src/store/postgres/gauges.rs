@@ -3,7 +3,9 @@
 //! connection of its own (detached from the pool) and reads the gauges on it; the others
 //! see the lock taken and export nothing. If the holder dies its session ends, the lock is
 //! free, and the next replica to refresh takes over. A failed read drops the connection
-//! (and with it the lock).
+//! (and with it the lock). The try-lock runs on a connection already detached from the
+//! pool, so no pooled session can ever hold the lock, not even after a cancelled refresh;
+//! a follower keeps its detached session to ask again at the next refresh.
 
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection, PgPool};
@@ -15,10 +17,17 @@ use crate::store::{GaugeRead, LiveGauges, StoreError, LIVE_GAUGES_SQL_POSTGRES};
 const GAUGE_LOCK_CLASS: i32 = 0x6f62_7803;
 const TRY_LOCK_SQL: &str = "SELECT pg_try_advisory_lock($1, hashtext(current_schema()))";
 
-/// The connection that holds the gauge lock, while this process holds it.
+/// This process's gauge session: detached from the pool, holding the lock or asking for it.
+#[derive(Debug)]
+struct Session {
+    conn: PgConnection,
+    leads: bool,
+}
+
+/// The session that holds the gauge lock (or asks for it at each refresh).
 #[derive(Debug, Default)]
 pub(super) struct GaugeLeader {
-    conn: Mutex<Option<PgConnection>>,
+    session: Mutex<Option<Session>>,
 }
 
 impl GaugeLeader {
@@ -27,27 +36,40 @@ impl GaugeLeader {
         pool: &PgPool,
         now: DateTime<Utc>,
     ) -> Result<GaugeRead, StoreError> {
-        let mut slot = self.conn.lock().await;
-        if slot.is_none() {
-            let mut conn = pool.acquire().await?;
+        let mut slot = self.session.lock().await;
+        // The session is out of the slot while a statement runs on it and goes back only
+        // once the statement has answered. So if this future is dropped mid-statement (the
+        // metrics refresh timed out), the session is dropped with it, its connection
+        // closes, and the lock goes with it even if the server had just granted it. The
+        // session was detached from the pool before its first statement: a pooled
+        // connection never holds the lock.
+        let mut session = match slot.take() {
+            Some(session) => session,
+            None => Session {
+                conn: pool.acquire().await?.detach(),
+                leads: false,
+            },
+        };
+        if !session.leads {
             let acquired: bool = sqlx::query_scalar(TRY_LOCK_SQL)
                 .bind(GAUGE_LOCK_CLASS)
-                .fetch_one(&mut *conn)
+                .fetch_one(&mut session.conn)
                 .await?;
             if !acquired {
+                // Another replica leads; keep the session to ask again next time.
+                *slot = Some(session);
                 return Ok(GaugeRead::OtherReplica);
             }
-            // Keep the session (and so the lock) out of the pool's rotation.
-            *slot = Some(conn.detach());
+            session.leads = true;
         }
-        let conn = slot.as_mut().expect("set above");
-        match read_on(conn, now).await {
-            Ok(gauges) => Ok(GaugeRead::Read(gauges)),
+        match read_on(&mut session.conn, now).await {
+            Ok(gauges) => {
+                *slot = Some(session);
+                Ok(GaugeRead::Read(gauges))
+            }
             Err(e) => {
-                if let Some(conn) = slot.take() {
-                    // Ends the session, which frees the lock for another replica.
-                    let _ = conn.close().await;
-                }
+                // Ends the session, which frees the lock for another replica.
+                let _ = session.conn.close().await;
                 Err(e)
             }
         }

@@ -1,19 +1,25 @@
 //! Retention on PostgreSQL: prune finished intents with their attempts (items cascade) while
-//! keeping a tombstone per operation, and expire old tombstones ([`RetentionStore`]).
+//! keeping a tombstone per operation, expire old tombstones, and vacuum what a pass pruned
+//! ([`RetentionStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
 
 use super::PgStore;
-use crate::store::{RetentionStore, StoreError};
+use crate::store::{PrunedTable, Reclaim, RetentionStore, StoreError};
 
 /// Moves up to `$2` intents finished before `$1` to tombstones, in one statement; rows
 /// locked by someone else are skipped. On error nothing is pruned.
+///
+/// Oldest first in the order of `outbox_intents_finished` alone: no tie-break on `id`,
+/// which that index does not carry. With one (say, a bulk cancel's rows, all finished in
+/// one transaction) the planner sorted every tied row, or the whole table, once per batch.
 const PRUNE_SQL: &str = r#"
 WITH victims AS (
     SELECT id FROM outbox_intents
     WHERE finished_at < $1 AND state IN ('delivered', 'failed', 'cancelled', 'abandoned')
-    ORDER BY finished_at, id
+    ORDER BY finished_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), kept AS (
@@ -46,8 +52,24 @@ DELETE FROM outbox_tombstones t USING (
 WHERE t.tenant = v.tenant AND t.operation_id = v.operation_id
 "#;
 
+/// Which of the tables named in `$1` this role may vacuum: the rule of PostgreSQL's
+/// `VACUUM` (table owner, or database owner for a table that is not shared, or on
+/// PostgreSQL 17 the `MAINTAIN` privilege); a table it may not vacuum is skipped with only
+/// a server warning, so it is asked first.
+const MAY_VACUUM_SQL: &str = r#"
+SELECT t.name,
+       pg_has_role(current_user, c.relowner, 'USAGE')
+       OR (NOT c.relisshared AND pg_has_role(current_user, d.datdba, 'USAGE'))
+       OR CASE WHEN current_setting('server_version_num')::int >= 170000
+               THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END
+  FROM unnest($1::text[]) AS t(name)
+  JOIN pg_class c ON c.oid = to_regclass(t.name)
+  JOIN pg_database d ON d.datname = current_database()
+"#;
+
 // Dialect twin of sqlite/retention.rs `impl RetentionStore for SqliteStore`: the same
-// victims and tombstones (one CTE with `SKIP LOCKED` here, three statements there).
+// victims and tombstones (one CTE with `SKIP LOCKED` here, three statements there); only
+// PostgreSQL has anything to reclaim.
 #[async_trait]
 impl RetentionStore for PgStore {
     async fn prune_finished(
@@ -76,5 +98,30 @@ impl RetentionStore for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected())
+    }
+
+    async fn reclaim(&self, tables: &[PrunedTable]) -> Result<Reclaim, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let names: Vec<&str> = tables.iter().map(|t| t.table()).collect();
+        let permitted: Vec<(String, bool)> = sqlx::query_as(MAY_VACUUM_SQL)
+            .bind(&names)
+            .fetch_all(&mut *conn)
+            .await?;
+        let may = |t: &PrunedTable| permitted.iter().any(|(n, ok)| n == t.table() && *ok);
+        let (vacuumed, not_permitted): (Vec<PrunedTable>, Vec<PrunedTable>) =
+            tables.iter().partition(|t| may(t));
+        if !vacuumed.is_empty() {
+            let list: Vec<&str> = vacuumed.iter().map(|t| t.table()).collect();
+            // Not in a transaction block (VACUUM refuses one): a plain statement on a pool
+            // connection. SKIP_LOCKED: a table autovacuum is working on is left to it.
+            let vacuum = format!("VACUUM (ANALYZE, SKIP_LOCKED) {}", list.join(", "));
+            sqlx::raw_sql(AssertSqlSafe(vacuum))
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(Reclaim::Vacuumed {
+            vacuumed,
+            not_permitted,
+        })
     }
 }
