@@ -19,6 +19,9 @@ if command -v psql >/dev/null 2>&1 && psql "$OUTBOXD_TEST_PG_URL" -qAtc 'SELECT 
     # same time on the same server keeps its schemas.
     psql "$OUTBOXD_TEST_PG_URL" -qAt -c "SELECT 'DROP SCHEMA ' || nspname || ' CASCADE;' FROM pg_namespace WHERE nspname ~ '^obxt_t[0-9]+_' AND substring(nspname from '^obxt_t([0-9]+)_')::bigint < extract(epoch from now()) - 6 * 3600" \
         | psql "$OUTBOXD_TEST_PG_URL" -q >/dev/null 2>&1 || true
+    # The same for the few tests that need a database of their own (same names).
+    psql "$OUTBOXD_TEST_PG_URL" -qAt -c "SELECT 'DROP DATABASE ' || datname || ' WITH (FORCE);' FROM pg_database WHERE datname ~ '^obxt_t[0-9]+_' AND substring(datname from '^obxt_t([0-9]+)_')::bigint < extract(epoch from now()) - 6 * 3600" \
+        | psql "$OUTBOXD_TEST_PG_URL" -q >/dev/null 2>&1 || true
 fi
 if [ "$pg_up" = 1 ]; then
     echo "== PostgreSQL reachable at ${OUTBOXD_TEST_PG_URL}: running both backends"

@@ -1,15 +1,17 @@
 //! Test databases. SQLite: a file in a fresh temp dir. PostgreSQL: a fresh schema in the
 //! database named by `OUTBOXD_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
-//! selected through the connection's `search_path`, dropped on `Drop`.
+//! selected through the connection's `search_path`, dropped on `Drop` (or, for a test whose
+//! outcome depends on other sessions' open transactions, a database of its own:
+//! [`TestDb::postgres_own_database`]).
 //!
 //! When PostgreSQL is unreachable the test fails, unless skipping is allowed outside CI
 //! (`OUTBOXD_ALLOW_SKIP=1`, and neither `CI=true` nor `OUTBOXD_REQUIRE_POSTGRES=1`); a
 //! skip is then written straight to the terminal's stderr, past libtest's output capture,
 //! so a green run cannot hide it.
 //!
-//! Schema names carry their creation time (`obxt_t<unix seconds>_…`), so a cleanup of
-//! schemas left behind by interrupted runs can drop only old ones and never a concurrent
-//! run's (see `scripts/test.sh`).
+//! Schema and database names carry their creation time (`obxt_t<unix seconds>_…`), so a
+//! cleanup of those left behind by interrupted runs can drop only old ones and never a
+//! concurrent run's (see `scripts/test.sh`).
 
 use sqlx::AssertSqlSafe;
 use std::sync::atomic::{AtomicU32, Ordering};
