@@ -111,9 +111,14 @@ fn a_skipped_browser_test_says_so_on_the_terminal() {
     // The test's full name in this binary: the module path without the crate's name.
     let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
     let name = format!("{module}::on_sqlite::operator_resolves_an_unknown_outcome_in_the_browser");
+    // The skip also goes to the skip log (a file of its own here, so this deliberate skip
+    // does not land in the log `scripts/test.sh` prints).
+    let dir = tempfile::tempdir().unwrap();
+    let skip_log = dir.path().join("skipped.log");
     let output = std::process::Command::new(std::env::current_exe().unwrap())
         .args([name.trim_start_matches("::"), "--exact", "--test-threads=1"])
         .env(support::webdriver::CHROMIUM_ENV, "/nonexistent/chromium")
+        .env("OUTBOXD_SKIP_LOG", &skip_log)
         .env_remove("OUTBOXD_REQUIRE_BROWSER")
         .output()
         .expect("run the browser test");
@@ -124,5 +129,11 @@ fn a_skipped_browser_test_says_so_on_the_terminal() {
     assert!(
         stderr.contains("SKIPPING the headless-browser test"),
         "the skip was silent; stderr: {stderr:?}"
+    );
+    let logged = std::fs::read_to_string(&skip_log).unwrap_or_default();
+    assert!(
+        logged.contains("operator_resolves_an_unknown_outcome_in_the_browser")
+            && logged.contains("SKIPPING the headless-browser test"),
+        "the skip is not in the skip log: {logged:?}"
     );
 }
