@@ -42,12 +42,12 @@ pub fn render(summary: &StatusSummary, now: DateTime<Utc>) -> String {
     out
 }
 
-/// A row's send window beside its `max_in_flight` (`12/32`), or `unknown` when its daemon
-/// did not publish one (a release before schema 6).
+/// A row's send window beside its `max_in_flight` (`12/32`), or `not published` when its
+/// daemon did not publish one (a release before schema 6).
 fn send_window(r: &ProviderStateRow) -> String {
     match r.send_window {
         Some(w) => format!("{w}/{}", r.max_in_flight),
-        None => "unknown".to_owned(),
+        None => "not published".to_owned(),
     }
 }
 

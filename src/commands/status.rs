@@ -23,14 +23,10 @@ pub async fn status(config: &Config, json: bool) -> Result<(), CommandError> {
     let now = Utc::now();
     let summary = db.operator_store().status_summary(now).await;
     // An older schema has no provider states: the counts are still worth showing.
-    let providers = db
-        .operator_store()
-        .list_provider_states()
-        .await
-        .unwrap_or_else(|e| {
-            eprintln!("warning: provider states unavailable: {e}");
-            Vec::new()
-        });
+    let providers = db.operator_store().list_provider_states().await;
+    if let Err(e) = &providers {
+        eprintln!("warning: provider states unavailable: {e}");
+    }
     let version = db.schema_version().await;
     db.close().await;
     let summary = summary?;
@@ -40,11 +36,17 @@ pub async fn status(config: &Config, json: bool) -> Result<(), CommandError> {
             source,
         })?;
         let mut value = status_json(&summary, version);
-        value["providers"] = crate::status::providers_json(&providers, now);
+        value["providers"] = match &providers {
+            Ok(rows) => crate::status::providers_json(rows, now),
+            Err(_) => Value::Null,
+        };
         return print_json(&value);
     }
     print!("{}", crate::status::render(&summary, now));
-    print!("{}", crate::status::render_providers(&providers, now));
+    match &providers {
+        Ok(rows) => print!("{}", crate::status::render_providers(rows, now)),
+        Err(_) => println!("providers: unavailable (see the warning above)"),
+    }
     Ok(())
 }
 

@@ -9,6 +9,10 @@ use super::report::{human, Report};
 use super::Config;
 use crate::intent::ActionName;
 
+/// The largest `max_response_bytes` accepted: a response is buffered whole, once per
+/// request in flight.
+pub(crate) const MAX_RESPONSE_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
+
 /// Headers the HTTP client or outboxd itself sets; they cannot be configured.
 const RESERVED_HEADERS: [&str; 5] = [
     "host",
@@ -31,6 +35,15 @@ pub(crate) fn validate_providers(config: &Config, report: &mut Report<'_>) {
         report.positive(&format!("{key}.key_retention"), provider.key_retention);
         if provider.max_response_bytes == 0 {
             report.error(format!("{key}.max_response_bytes"), "must be at least 1");
+        } else if provider.max_response_bytes > MAX_RESPONSE_BYTES_LIMIT {
+            report.error(
+                format!("{key}.max_response_bytes"),
+                format!(
+                    "is {}; it must be at most {MAX_RESPONSE_BYTES_LIMIT} (64 MiB): every \
+                     request in flight may hold a response this large",
+                    provider.max_response_bytes
+                ),
+            );
         }
         if provider.max_in_flight == Some(0) {
             report.error(format!("{key}.max_in_flight"), "must be at least 1");

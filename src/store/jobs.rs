@@ -6,9 +6,8 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::pool::PoolConnection;
 use sqlx::AssertSqlSafe;
-use sqlx::Postgres;
+use sqlx::{Connection, PgConnection};
 
 use super::sqlite::ms;
 use super::Database;
@@ -48,15 +47,17 @@ const TRY_LOCK_SQL: &str = "SELECT pg_try_advisory_lock($1, hashtext(current_sch
 const UNLOCK_SQL: &str = "SELECT pg_advisory_unlock($1, hashtext(current_schema()))";
 
 /// The right to run a job now. On PostgreSQL it holds `pg_try_advisory_lock` on a
-/// dedicated pooled connection; on SQLite (one dispatcher per file) it holds nothing.
+/// session of its own, detached from the pool before the try-lock; on SQLite (one
+/// dispatcher per file) it holds nothing.
 ///
 /// Release it with [`JobLock::release`]. If it is dropped instead (a panic, a cancelled
-/// task), the connection is detached from the pool and closed, which ends the session and
-/// so frees the lock: a pooled connection never keeps it by accident.
+/// task), the session is closed, which frees the lock. Because the session never belongs
+/// to the pool, not even while the try-lock is in flight, a cancelled acquisition cannot
+/// hand a locked connection back to the pool.
 #[derive(Debug)]
 pub struct JobLock {
     job: Job,
-    conn: Option<PoolConnection<Postgres>>,
+    conn: Option<PgConnection>,
 }
 
 impl JobLock {
@@ -67,12 +68,16 @@ impl JobLock {
             Database::Sqlite(_) => return Ok(Some(JobLock { job, conn: None })),
             Database::Postgres(pool) => pool,
         };
-        let mut conn = pool.acquire().await?;
+        let mut conn = pool.acquire().await?.detach();
         let acquired: bool = sqlx::query_scalar(TRY_LOCK_SQL)
             .bind(job.lock_class())
-            .fetch_one(&mut *conn)
+            .fetch_one(&mut conn)
             .await?;
-        Ok(acquired.then_some(JobLock {
+        if !acquired {
+            let _ = conn.close().await;
+            return Ok(None);
+        }
+        Ok(Some(JobLock {
             job,
             conn: Some(conn),
         }))
@@ -83,40 +88,35 @@ impl JobLock {
         self.job
     }
 
-    /// Releases the lock and returns the connection to the pool. If unlocking fails the
-    /// connection is closed instead (which frees the lock) and the error returned.
+    /// Releases the lock and closes its session (closing frees the lock even if
+    /// unlocking failed; the error is returned then).
     pub async fn release(mut self) -> Result<(), sqlx::Error> {
         let Some(mut conn) = self.conn.take() else {
             return Ok(());
         };
         let unlocked: Result<bool, sqlx::Error> = sqlx::query_scalar(UNLOCK_SQL)
             .bind(self.job.lock_class())
-            .fetch_one(&mut *conn)
+            .fetch_one(&mut conn)
             .await;
+        let _ = conn.close().await;
         match unlocked {
             Ok(true) => Ok(()),
             Ok(false) => {
                 tracing::warn!(
                     job = self.job.as_str(),
-                    "the job's advisory lock was not held at release; closing its connection"
+                    "the job's advisory lock was not held at release"
                 );
-                drop(conn.detach());
                 Ok(())
             }
-            Err(e) => {
-                drop(conn.detach());
-                Err(e)
-            }
+            Err(e) => Err(e),
         }
     }
 }
 
 impl Drop for JobLock {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            // Closing the session is the only way to free its lock without awaiting.
-            drop(conn.detach());
-        }
+        // Dropping the session closes it, which frees its lock without awaiting.
+        drop(self.conn.take());
     }
 }
 

@@ -79,11 +79,11 @@ macro_rules! migrations {
             },
             Migration {
                 version: 6,
-                name: "provider_send_window",
+                name: "send_window_items_by_intent",
                 sql: include_str!(concat!(
                     "../../migrations/",
                     $backend,
-                    "/0006_provider_send_window.sql"
+                    "/0006_send_window_items_by_intent.sql"
                 )),
             },
         ]

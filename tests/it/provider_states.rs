@@ -324,7 +324,7 @@ async fn a_row_without_a_window_reads_as_absent(t: &TestDb) {
     let rows = store.list_provider_states().await.unwrap();
     assert_eq!(rows[0].send_window, None, "{rows:?}");
     let text = outboxd::status::render_providers(&rows, Utc::now());
-    assert!(text.contains("window unknown"), "{text}");
+    assert!(text.contains("window not published"), "{text}");
     let json = outboxd::status::providers_json(&rows, Utc::now());
     assert!(json[0]["send_window"].is_null(), "{json}");
     assert!(json[0].as_object().unwrap().contains_key("send_window"));

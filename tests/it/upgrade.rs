@@ -229,7 +229,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
         vec![
             (4, "tenant_turns_provider_states"),
             (5, "bytewise_turns_resend_confirmations"),
-            (6, "provider_send_window"),
+            (6, "send_window_items_by_intent"),
         ],
         "{report:?}"
     );
@@ -292,7 +292,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
         report.applied,
         vec![
             (5, "bytewise_turns_resend_confirmations"),
-            (6, "provider_send_window"),
+            (6, "send_window_items_by_intent"),
         ],
         "{report:?}"
     );
@@ -453,8 +453,9 @@ async fn publish_as_schema_5(db: &Database, owner: &str) {
 
 /// Schema 5 → 6 (the published send window) with pending, in-flight and unknown intents and
 /// a provider state row a schema 5 daemon published: the rows carry over, the old row reads
-/// with no window, a schema 5 daemon can still publish, the column refuses a negative
-/// window; the dispatcher delivers the pending and the taken-over intents and leaves the
+/// with no window, a schema 5 daemon can still publish, the column refuses a window that is
+/// negative, above `max_in_flight` or not an integer, and reconciliation items are found by
+/// intent through an index (what pruning's cascade needs); the dispatcher delivers the pending and the taken-over intents and leaves the
 /// unknown one in reconciliation.
 async fn upgrade_to_0006_then_dispatch(t: TestDb) {
     let h = Harness::new(&t).await;
@@ -477,7 +478,7 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(6, "provider_send_window")],
+        vec![(6, "send_window_items_by_intent")],
         "{report:?}"
     );
     let rows = h.store.list_provider_states().await.unwrap();
@@ -501,21 +502,61 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
     // The previous release keeps publishing on the new schema (rolling upgrade, rollback).
     publish_as_schema_5(&h.db, "still-old").await;
     assert_eq!(h.store.list_provider_states().await.unwrap().len(), 2);
-    let negative = match &h.db {
-        Database::Sqlite(pool) => sqlx::query(
-            "UPDATE outbox_provider_states SET send_window = -1 WHERE owner = 'still-old'",
-        )
-        .execute(pool)
-        .await
-        .map(|_| ()),
-        Database::Postgres(pool) => sqlx::query(
-            "UPDATE outbox_provider_states SET send_window = -1 WHERE owner = 'still-old'",
-        )
-        .execute(pool)
-        .await
-        .map(|_| ()),
+    // max_in_flight is 8: a window is 0..=8 and, on SQLite too, an integer (PostgreSQL
+    // refuses the text itself).
+    for (value, why) in [
+        ("-1", "a negative window"),
+        ("9", "a window above max_in_flight"),
+        ("'abc'", "a text window"),
+    ] {
+        let sql = format!(
+            "UPDATE outbox_provider_states SET send_window = {value} WHERE owner = 'still-old'"
+        );
+        let refused = match &h.db {
+            Database::Sqlite(pool) => sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+                .execute(pool)
+                .await
+                .is_err(),
+            Database::Postgres(pool) => sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+                .execute(pool)
+                .await
+                .is_err(),
+        };
+        assert!(refused, "{why} ({value}) was stored");
+    }
+    // Pruning an intent deletes its items by intent_id, resolved ones included: the lookup
+    // has an index now (the only one before covered open items).
+    let plan = match &h.db {
+        Database::Sqlite(pool) => {
+            use sqlx::Row as _;
+            let rows = sqlx::query(
+                "EXPLAIN QUERY PLAN SELECT id FROM outbox_reconciliation_items WHERE intent_id = 1",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            let details: Vec<String> = rows.iter().map(|r| r.get("detail")).collect();
+            details.join("; ")
+        }
+        Database::Postgres(pool) => {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("SET LOCAL enable_seqscan = off")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let lines: Vec<String> = sqlx::query_scalar(
+                "EXPLAIN SELECT id FROM outbox_reconciliation_items WHERE intent_id = 1",
+            )
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+            lines.join("; ")
+        }
     };
-    assert!(negative.is_err(), "a negative window was stored");
+    assert!(
+        plan.contains("outbox_reconciliation_by_intent"),
+        "items are not found by intent through the new index: {plan}"
+    );
 
     h.make_due().await;
     h.dispatcher.drain().await.unwrap();

@@ -5,7 +5,7 @@ use super::{assert_rejected, load_ok, toml_with, warnings_of, Case};
 #[test]
 fn provider_rules() {
     let key = |k: &str| format!("providers.payments.{k}");
-    let cases: [Case; 9] = [
+    let cases: [Case; 11] = [
         (
             &[("base_url", "\"htp:/x\"")],
             "base_url",
@@ -46,6 +46,16 @@ fn provider_rules() {
             &[("max_response_bytes", "0")],
             "max_response_bytes",
             "at least 1",
+        ),
+        (
+            &[("max_response_bytes", "67108865")],
+            "max_response_bytes",
+            "at most 67108864 (64 MiB)",
+        ),
+        (
+            &[("max_response_bytes", "18446744073709551615")],
+            "max_response_bytes",
+            "at most 67108864 (64 MiB)",
         ),
     ];
     for (provider, k, fragment) in cases {
