@@ -54,12 +54,19 @@ export OUTBOXD_SKIP_LOG="${PWD}/target/skipped-tests.log"
 mkdir -p target
 rm -f "$OUTBOXD_SKIP_LOG"
 print_skips() {
+    local status=$?
     if [ -s "$OUTBOXD_SKIP_LOG" ]; then
         echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
         echo "!!! $(wc -l <"$OUTBOXD_SKIP_LOG") test(s) SKIPPED:"
         sed 's/^/!!!   /' "$OUTBOXD_SKIP_LOG"
         echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+        # In CI, or when PostgreSQL or the browser is required, a skip is a failure.
+        if [ "${CI:-}" = true ] || [ "${OUTBOXD_REQUIRE_POSTGRES:-0}" = 1 ] || [ "${OUTBOXD_REQUIRE_BROWSER:-0}" = 1 ]; then
+            echo "!!! skipped tests are failures here (CI or OUTBOXD_REQUIRE_*)" >&2
+            [ "$status" = 0 ] && status=1
+        fi
     fi
+    exit "$status"
 }
 trap print_skips EXIT
 
@@ -70,6 +77,7 @@ cargo build --workspace --all-targets
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --all-targets --no-fail-fast
 else
-    echo "== cargo-nextest not found: running the suite with cargo test (slower)"
-    cargo test --workspace --all-targets --no-fail-fast -- --test-threads 6
+    echo "== cargo-nextest not found: running the suite with cargo test (slower; install it with cargo install cargo-nextest)"
+    # No per-test timeout here: the whole run is bounded instead, so a hang cannot stall CI.
+    timeout 60m cargo test --workspace --all-targets --no-fail-fast -- --test-threads 6
 fi
