@@ -22,6 +22,7 @@ pub(crate) mod outcomes;
 pub mod postgres;
 pub mod review;
 pub mod roles;
+pub mod schema;
 pub mod sqlite;
 pub mod types;
 
