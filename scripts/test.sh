@@ -46,6 +46,27 @@ else
     echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
 fi
 
+# Every skipped test appends a line here (tests/support: record_skip); printed at the end.
+export OUTBOXD_SKIP_LOG="${PWD}/target/skipped-tests.log"
+mkdir -p target
+rm -f "$OUTBOXD_SKIP_LOG"
+print_skips() {
+    if [ -s "$OUTBOXD_SKIP_LOG" ]; then
+        echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+        echo "!!! $(wc -l <"$OUTBOXD_SKIP_LOG") test(s) SKIPPED:"
+        sed 's/^/!!!   /' "$OUTBOXD_SKIP_LOG"
+        echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+    fi
+}
+trap print_skips EXIT
+
 # The whole workspace: the daemon, the producer crate, the test kit and the benchmark.
 cargo build --workspace --all-targets
-cargo test --workspace --all-targets --no-fail-fast
+# cargo-nextest runs each test in its own process, six at a time across all test binaries
+# (.config/nextest.toml); without it, cargo test runs the binaries one after the other.
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --all-targets --no-fail-fast
+else
+    echo "== cargo-nextest not found: running the suite with cargo test (slower)"
+    cargo test --workspace --all-targets --no-fail-fast -- --test-threads 6
+fi

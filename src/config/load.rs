@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use figment::providers::{Format, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 
@@ -84,7 +83,8 @@ pub(crate) fn process_env() -> EnvSnapshot {
 }
 
 /// TOML text with metadata naming its real source (figment's own file provider searches
-/// parent directories and ignores missing files; we read the file ourselves).
+/// parent directories and ignores missing files; we read the file ourselves), parsed with
+/// the `toml` crate into figment's values.
 struct TomlLayer {
     text: String,
     metadata: Metadata,
@@ -96,7 +96,9 @@ impl Provider for TomlLayer {
     }
 
     fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
-        Toml::string(&self.text).data()
+        let dict: Dict =
+            toml::from_str(&self.text).map_err(|e| figment::Error::from(e.to_string()))?;
+        Ok(Profile::Default.collect(dict))
     }
 }
 

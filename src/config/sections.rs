@@ -89,7 +89,7 @@ impl Default for DispatcherConfig {
         Self {
             owner: String::new(),
             batch_size: 100,
-            concurrency: 32,
+            concurrency: 128,
             lease: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(20),

@@ -315,17 +315,17 @@ fn with_second_provider(extra: &str) -> String {
 
 #[test]
 fn providers_sharing_more_slots_than_there_are_is_warned_about() {
-    // 24 + the other's default share (32 / 2 = 16) = 40 slots wanted, 32 there.
-    let over = with_second_provider("max_in_flight = 24");
+    // 100 + the other's default share (128 / 2 = 64) = 164 slots wanted, 128 there.
+    let over = with_second_provider("max_in_flight = 100");
     let warnings = warnings_of(&over);
     assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert!(
-        warnings[0].starts_with("warning: dispatcher.concurrency: 32 is below the providers' max_in_flight added up (40)"),
+        warnings[0].starts_with("warning: dispatcher.concurrency: 128 is below the providers' max_in_flight added up (164)"),
         "{warnings:#?}"
     );
-    // Within the slots, and the defaults (16 + 16), say nothing.
+    // Within the slots, and the defaults (64 + 64), say nothing.
     assert_eq!(
-        warnings_of(&with_second_provider("max_in_flight = 16")),
+        warnings_of(&with_second_provider("max_in_flight = 64")),
         Vec::<String>::new()
     );
     assert_eq!(warnings_of(&with_second_provider("")), Vec::<String>::new());

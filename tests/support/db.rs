@@ -59,6 +59,7 @@ pub fn skip_or_fail(why: &str) {
     );
     let test = std::thread::current().name().unwrap_or("a test").to_owned();
     let _ = writeln!(std::io::stderr(), "!!! SKIPPED {test}: {why}");
+    super::record_skip(why);
 }
 
 fn unique_name(prefix: &str) -> String {

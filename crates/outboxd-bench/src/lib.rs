@@ -226,6 +226,18 @@ pub async fn run_scale_ops(options: &BenchOptions) -> Result<report::Report, Ben
     Ok(report)
 }
 
+/// Only the sweep of settings against the defaults.
+pub async fn run_sweep(options: &BenchOptions) -> Result<report::Report, BenchError> {
+    let mut report = report::Report::new(options);
+    let provider = fast_provider()?;
+    report.section("defaults against a sweep of settings");
+    let n = options.scenarios.sweep_intents;
+    sweep::run(options, &provider, n, options.smoke, &mut report).await?;
+    report.finish();
+    targets::print(&report, options.smoke);
+    Ok(report)
+}
+
 /// The issue-15 scenarios.
 async fn scenarios(
     options: &BenchOptions,

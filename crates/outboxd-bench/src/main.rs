@@ -51,6 +51,9 @@ struct Args {
     /// end-to-end, latency and the issue-15 scenarios only).
     #[arg(long)]
     only_scenarios: bool,
+    /// Run only the sweep of settings against the defaults.
+    #[arg(long)]
+    only_sweep: bool,
     /// A small run for CI: a few hundred intents, short phases, no targets.
     #[arg(long)]
     smoke: bool,
@@ -103,7 +106,9 @@ async fn main() -> ExitCode {
         options.prune_rows = 5_000;
         options.scenarios = Scenarios::smoke();
     }
-    let result = if args.scale_ops_only {
+    let result = if args.only_sweep {
+        outboxd_bench::run_sweep(&options).await
+    } else if args.scale_ops_only {
         run_scale_ops(&options).await
     } else {
         run(&options).await
