@@ -2,7 +2,7 @@
 //! extra fields of the JSON body, as one table.
 
 use chrono::{TimeZone, Utc};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::*;
 use crate::wire_key::KeySecretError;
@@ -164,16 +164,12 @@ fn a_failure_is_a_500_whose_cause_is_logged_and_never_shown() {
     assert!(!body(&error).to_string().contains("state x"));
 }
 
+/// The OpenAPI document lists the codes as `ErrorCode` serializes them.
 #[test]
-fn every_code_is_in_the_openapi_document() {
-    let document = serde_json::to_value(crate::admin::openapi::generate()).unwrap();
-    let codes = &document["components"]["schemas"]["ErrorCode"]["enum"];
+fn every_code_is_written_as_the_document_names_it() {
     for (error, ..) in table() {
-        assert!(
-            codes.as_array().unwrap().contains(&json!(error.code())),
-            "{} is not in the OpenAPI document",
-            error.code()
-        );
+        let code = error.status_and_code().1;
+        assert_eq!(serde_json::to_value(code).unwrap(), json!(error.code()));
     }
 }
 
