@@ -43,6 +43,15 @@ pub fn render(summary: &StatusSummary, now: DateTime<Utc>) -> String {
     out
 }
 
+/// A row's send window beside its `max_in_flight` (`12/32`), or `unknown` when its daemon
+/// did not publish one (a release before schema 6).
+fn send_window(r: &ProviderStateRow) -> String {
+    match r.send_window {
+        Some(w) => format!("{w}/{}", r.max_in_flight),
+        None => "unknown".to_owned(),
+    }
+}
+
 /// Renders the published provider states as text: one line per provider and daemon.
 pub fn render_providers(rows: &[ProviderStateRow], now: DateTime<Utc>) -> String {
     if rows.is_empty() {
@@ -52,8 +61,13 @@ pub fn render_providers(rows: &[ProviderStateRow], now: DateTime<Utc>) -> String
     for r in rows {
         let _ = write!(
             out,
-            "  {:<16} owner {:<24} in flight {:>4}/{:<4} breaker {:<9}",
-            r.provider, r.owner, r.in_flight, r.max_in_flight, r.breaker
+            "  {:<16} owner {:<24} in flight {:>4}/{:<4} window {:<9} breaker {:<9}",
+            r.provider,
+            r.owner,
+            r.in_flight,
+            r.max_in_flight,
+            send_window(r),
+            r.breaker
         );
         if let Some(until) = r.breaker_open_until {
             let _ = write!(out, " (trial in {})", age(now, until));

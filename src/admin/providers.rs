@@ -1,6 +1,7 @@
-//! `GET /v1/providers`: each running daemon's provider bulkheads (in flight, breaker,
-//! `Retry-After` pause, rate-limited waits), as the daemons published them in the database
-//! (see [`crate::dispatch::publish`]), so any replica's API shows every replica's view.
+//! `GET /v1/providers`: each running daemon's provider bulkheads (in flight, send window,
+//! breaker, `Retry-After` pause, rate-limited waits), as the daemons published them in the
+//! database (see [`crate::dispatch::publish`]), so any replica's API shows every replica's
+//! view.
 
 use axum::extract::State;
 use axum::Json;

@@ -36,6 +36,7 @@ pub fn rows(owner: &str, states: &[ProviderState], now: DateTime<Utc>) -> Vec<Pr
             provider: s.provider.clone(),
             in_flight: i64::try_from(s.in_flight).unwrap_or(i64::MAX),
             max_in_flight: i64::try_from(s.max_in_flight).unwrap_or(i64::MAX),
+            send_window: Some(i64::try_from(s.send_window).unwrap_or(i64::MAX)),
             rate_limited_waits: i64::try_from(s.rate_limited).unwrap_or(i64::MAX),
             breaker: s.breaker.to_owned(),
             breaker_open_until: s.breaker_open_until,

@@ -77,6 +77,15 @@ macro_rules! migrations {
                     "/0005_bytewise_turns_resend_confirmations.sql"
                 )),
             },
+            Migration {
+                version: 6,
+                name: "provider_send_window",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0006_provider_send_window.sql"
+                )),
+            },
         ]
     };
 }

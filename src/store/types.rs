@@ -365,6 +365,10 @@ pub struct ProviderStateRow {
     pub in_flight: i64,
     /// Its `max_in_flight`.
     pub max_in_flight: i64,
+    /// Its adaptive send window: requests it may be sent at once now (at most
+    /// `max_in_flight`). `None` for a row a daemon of schema 5 or earlier published.
+    #[schema(minimum = 0)]
+    pub send_window: Option<i64>,
     /// Claims that found the provider's rate limiter dry, since the daemon started.
     pub rate_limited_waits: i64,
     /// `closed`, `open` or `half_open`.

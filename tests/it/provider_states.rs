@@ -1,8 +1,8 @@
 //! Per-provider state outside the daemon's memory, on both backends: the store keeps each
 //! owner's published rows (replaced, withdrawn, forgotten when old); a running pipeline
-//! publishes its breaker opening within moments and withdraws its rows when it stops;
-//! `outboxd status` text and JSON and `GET /v1/providers` show the rows with their age and
-//! mark a dead replica's rows stale.
+//! publishes its breaker opening within moments, its send window as it grows, and withdraws
+//! its rows when it stops; `outboxd status` text and JSON and `GET /v1/providers` show the
+//! rows (send window included) with their age and mark a dead replica's rows stale.
 
 use crate::support;
 
@@ -19,6 +19,7 @@ use outboxd::NewIntent;
 use reqwest::StatusCode;
 use serde_json::json;
 use support::admin::{AdminServer, ACME_VIEWER};
+use support::cli::Cli;
 use support::harness::{enqueue_committed, quick_policy, test_settings};
 use support::TestDb;
 use tokio::sync::{watch, Notify};
@@ -30,6 +31,7 @@ fn row(owner: &str, provider: &str, breaker: &str, age: chrono::Duration) -> Pro
         provider: provider.to_owned(),
         in_flight: 3,
         max_in_flight: 8,
+        send_window: Some(5),
         rate_limited_waits: 2,
         breaker: breaker.to_owned(),
         breaker_open_until: (breaker == "open").then(|| now + chrono::Duration::seconds(20)),
@@ -68,8 +70,13 @@ async fn the_store_keeps_each_owners_latest_rows(t: &TestDb) {
     );
     assert_eq!(ms(mail), ms(&a[1]));
     assert_eq!(
-        (mail.in_flight, mail.max_in_flight, mail.rate_limited_waits),
-        (3, 8, 2)
+        (
+            mail.in_flight,
+            mail.max_in_flight,
+            mail.send_window,
+            mail.rate_limited_waits
+        ),
+        (3, 8, Some(5), 2)
     );
     assert_eq!(
         trimmed(listed),
@@ -115,13 +122,15 @@ async fn the_store_keeps_each_owners_latest_rows(t: &TestDb) {
     );
 }
 
-fn failing_action(provider: &FakeProvider) -> ActionRuntime {
+/// `flaky_action` on provider `flaky` (at `provider`), with at most `max_in_flight`
+/// requests in flight and a breaker opening after two failures.
+fn flaky_action(provider: &FakeProvider, max_in_flight: usize) -> ActionRuntime {
     let mut settings = ProviderSettings::new("flaky", provider.base_url().parse().unwrap());
     settings.allow_private_addresses = true;
     settings.connect_timeout = Duration::from_millis(300);
     settings.request_timeout = Duration::from_secs(2);
     settings.limits = ProviderLimits {
-        max_in_flight: 2,
+        max_in_flight,
         breaker_failures: 2,
         breaker_cooldown: Duration::from_secs(600),
         ..ProviderLimits::default()
@@ -164,7 +173,7 @@ async fn a_running_pipeline_publishes_its_breaker_and_withdraws_on_stop(t: &Test
     let store = t.db.store();
     let dispatcher = Arc::new(Dispatcher::new(
         t.db.claim_store(),
-        Arc::new(ActionTable::new([failing_action(&provider)])),
+        Arc::new(ActionTable::new([flaky_action(&provider, 2)])),
         test_settings("publisher"),
     ));
     let (stop, stopped) = watch::channel(false);
@@ -177,6 +186,11 @@ async fn a_running_pipeline_publishes_its_breaker_and_withdraws_on_stop(t: &Test
     assert_eq!(first[0].owner, "publisher");
     assert_eq!(first[0].provider, "flaky");
     assert_eq!(first[0].max_in_flight, 2);
+    assert_eq!(
+        first[0].send_window,
+        Some(1),
+        "a window starts at one request"
+    );
     for i in 0..4 {
         enqueue_committed(
             &t.db,
@@ -205,6 +219,10 @@ async fn a_running_pipeline_publishes_its_breaker_and_withdraws_on_stop(t: &Test
     assert_eq!(listed[0]["breaker"], "open");
     assert_eq!(listed[0]["owner"], "publisher");
     assert_eq!(listed[0]["stale"], false);
+    assert_eq!(
+        listed[0]["send_window"], 1,
+        "reset by the opening breaker: {body}"
+    );
     let rows = store.list_provider_states().await.unwrap();
     let text = outboxd::status::render_providers(&rows, Utc::now());
     assert!(
@@ -215,6 +233,7 @@ async fn a_running_pipeline_publishes_its_breaker_and_withdraws_on_stop(t: &Test
     let summary = store.status_summary(Utc::now()).await.unwrap();
     let json = outboxd::status::providers_json(&rows, Utc::now());
     assert_eq!(json[0]["breaker"], "open", "{json}");
+    assert_eq!(json[0]["send_window"], 1, "{json}");
     let count = |state: &str| {
         summary
             .by_state
@@ -239,6 +258,78 @@ async fn a_running_pipeline_publishes_its_breaker_and_withdraws_on_stop(t: &Test
     );
 }
 
+/// A healthy provider's window grows by one per answered request up to `max_in_flight`; the
+/// publisher writes it, and the real `outboxd status` (text and `--json`) and
+/// `GET /v1/providers` show it beside in flight / max.
+async fn a_running_pipeline_publishes_its_send_window(t: &TestDb) {
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    let store = t.db.store();
+    let dispatcher = Arc::new(Dispatcher::new(
+        t.db.claim_store(),
+        Arc::new(ActionTable::new([flaky_action(&provider, 3)])),
+        test_settings("windowed"),
+    ));
+    let (stop, stopped) = watch::channel(false);
+    let wakeup = outboxd::dispatch::wakeup::Wakeup::new(&t.db, Arc::new(Notify::new())).await;
+    let task = tokio::spawn(dispatcher.clone().run(wakeup, stopped));
+    for i in 0..6 {
+        enqueue_committed(
+            &t.db,
+            NewIntent::new("acme", format!("op-{i}"), "flaky_action", json!({"i": i})),
+        )
+        .await;
+    }
+    // Six answers take the window from 1 to its cap; the next refresh publishes it.
+    let grown = wait_for_rows(store.as_ref(), "the grown window", |rows| {
+        rows.iter().any(|r| r.send_window == Some(3))
+    })
+    .await;
+    assert_eq!(
+        (grown[0].provider.as_str(), grown[0].max_in_flight),
+        ("flaky", 3)
+    );
+
+    let cli = Cli::new(t);
+    let text = cli.ok(&["status"]).await;
+    let line = text
+        .lines()
+        .find(|l| l.contains("flaky") && l.contains("owner windowed"))
+        .unwrap_or_else(|| panic!("no provider line:\n{text}"));
+    assert!(line.contains("window 3/3"), "{line}");
+    let status = cli.json(&["status", "--json"]).await;
+    assert_eq!(status["providers"][0]["send_window"], 3, "{status}");
+    assert_eq!(status["providers"][0]["max_in_flight"], 3, "{status}");
+    let server = AdminServer::start(&t.db).await;
+    let (code, body) = server.api(Some(ACME_VIEWER)).get("/v1/providers").await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["providers"][0]["send_window"], 3, "{body}");
+
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the pipeline stopped")
+        .unwrap();
+}
+
+/// A row an older release published has no window: it reads as absent, shows as unknown
+/// in the text, and as null in the JSON.
+async fn a_row_without_a_window_reads_as_absent(t: &TestDb) {
+    let store = t.db.store();
+    let mut old = row("older", "pay", "closed", chrono::Duration::zero());
+    old.send_window = None;
+    store
+        .publish_provider_states("older", &[old], Utc::now() - chrono::Duration::hours(1))
+        .await
+        .unwrap();
+    let rows = store.list_provider_states().await.unwrap();
+    assert_eq!(rows[0].send_window, None, "{rows:?}");
+    let text = outboxd::status::render_providers(&rows, Utc::now());
+    assert!(text.contains("window unknown"), "{text}");
+    let json = outboxd::status::providers_json(&rows, Utc::now());
+    assert!(json[0]["send_window"].is_null(), "{json}");
+    assert!(json[0].as_object().unwrap().contains_key("send_window"));
+}
+
 async fn a_dead_replicas_rows_show_as_stale(t: &TestDb) {
     let store = t.db.store();
     let old = [row("gone", "pay", "closed", chrono::Duration::minutes(5))];
@@ -260,5 +351,7 @@ async fn a_dead_replicas_rows_show_as_stale(t: &TestDb) {
 both_backends!(
     the_store_keeps_each_owners_latest_rows,
     a_running_pipeline_publishes_its_breaker_and_withdraws_on_stop,
+    a_running_pipeline_publishes_its_send_window,
+    a_row_without_a_window_reads_as_absent,
     a_dead_replicas_rows_show_as_stale,
 );

@@ -2,8 +2,8 @@
 //! after an ambiguous attempt, in flight and unknown: migration 0003 namespaces the keys of
 //! intents that never sent anything and keeps every key that may already have reached the
 //! provider, on both backends; the dispatcher then delivers with those keys. Migration 0004
-//! (the tenant walk's index) and 0005 (the bytewise walk's index, the recorded may-act-twice
-//! confirmations) carry the same kinds of rows forward.
+//! (the tenant walk's index), 0005 (the bytewise walk's index, the recorded may-act-twice
+//! confirmations) and 0006 (the published send window) carry the same kinds of rows forward.
 
 use crate::support;
 
@@ -184,7 +184,7 @@ async fn upgrade_from_schema_2_on_postgres() {
     upgrade_keeps_sent_keys_and_namespaces_unsent_ones(t).await;
 }
 
-/// Records, at schema 3, a pending intent of two tenants, one in flight under a lease that
+/// Records, at schema 3 or later, a pending intent of two tenants, one in flight under a lease that
 /// expired (its dispatcher died) and one unknown.
 async fn record_at_schema_3(h: &Harness) -> [IntentId; 4] {
     let intent = |tenant: &str, op: &str| {
@@ -228,7 +228,8 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
         report.applied,
         vec![
             (4, "tenant_turns_provider_states"),
-            (5, "bytewise_turns_resend_confirmations")
+            (5, "bytewise_turns_resend_confirmations"),
+            (6, "provider_send_window"),
         ],
         "{report:?}"
     );
@@ -289,7 +290,10 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(5, "bytewise_turns_resend_confirmations")],
+        vec![
+            (5, "bytewise_turns_resend_confirmations"),
+            (6, "provider_send_window"),
+        ],
         "{report:?}"
     );
     if let Database::Postgres(pool) = &t.db {
@@ -425,4 +429,127 @@ async fn upgrade_to_0005_on_postgres() {
         return;
     };
     upgrade_to_0005_then_dispatch_and_redispatch(t).await;
+}
+
+/// A provider state row as a daemon of schema 5 publishes it (no send window), by `owner`.
+async fn publish_as_schema_5(db: &Database, owner: &str) {
+    let now = chrono::Utc::now();
+    exec(
+        db,
+        &format!(
+            "INSERT INTO outbox_provider_states (owner, provider, in_flight, max_in_flight, \
+             rate_limited_waits, breaker, breaker_open_until, paused_until, updated_at) \
+             VALUES ('{owner}', 'payments', 2, 8, 1, 'closed', NULL, NULL, {})",
+            now.timestamp_millis()
+        ),
+        &format!(
+            "INSERT INTO outbox_provider_states (owner, provider, in_flight, max_in_flight, \
+             rate_limited_waits, breaker, breaker_open_until, paused_until, updated_at) \
+             VALUES ('{owner}', 'payments', 2, 8, 1, 'closed', NULL, NULL, now())"
+        ),
+    )
+    .await;
+}
+
+/// Schema 5 → 6 (the published send window) with pending, in-flight and unknown intents and
+/// a provider state row a schema 5 daemon published: the rows carry over, the old row reads
+/// with no window, a schema 5 daemon can still publish, the column refuses a negative
+/// window; the dispatcher delivers the pending and the taken-over intents and leaves the
+/// unknown one in reconciliation.
+async fn upgrade_to_0006_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    // The reconciliation item the dispatcher opened when the outcome became unknown.
+    exec(
+        &h.db,
+        &format!(
+            "INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at) \
+             SELECT id, tenant, 'outcome unknown', {} FROM outbox_intents WHERE id = {unknown}",
+            chrono::Utc::now().timestamp_millis()
+        ),
+        &format!(
+            "INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at) \
+             SELECT id, tenant, 'outcome unknown', now() FROM outbox_intents WHERE id = {unknown}"
+        ),
+    )
+    .await;
+    publish_as_schema_5(&h.db, "old-replica").await;
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![(6, "provider_send_window")],
+        "{report:?}"
+    );
+    let rows = h.store.list_provider_states().await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let old = &rows[0];
+    assert_eq!(
+        (
+            old.owner.as_str(),
+            old.provider.as_str(),
+            old.in_flight,
+            old.max_in_flight,
+            old.rate_limited_waits,
+            old.breaker.as_str()
+        ),
+        ("old-replica", "payments", 2, 8, 1, "closed")
+    );
+    assert_eq!(old.send_window, None, "an old row has no window");
+    let json = outboxd::status::providers_json(&rows, chrono::Utc::now());
+    assert!(json[0]["send_window"].is_null(), "{json}");
+
+    // The previous release keeps publishing on the new schema (rolling upgrade, rollback).
+    publish_as_schema_5(&h.db, "still-old").await;
+    assert_eq!(h.store.list_provider_states().await.unwrap().len(), 2);
+    let negative = match &h.db {
+        Database::Sqlite(pool) => sqlx::query(
+            "UPDATE outbox_provider_states SET send_window = -1 WHERE owner = 'still-old'",
+        )
+        .execute(pool)
+        .await
+        .map(|_| ()),
+        Database::Postgres(pool) => sqlx::query(
+            "UPDATE outbox_provider_states SET send_window = -1 WHERE owner = 'still-old'",
+        )
+        .execute(pool)
+        .await
+        .map(|_| ()),
+    };
+    assert!(negative.is_err(), "a negative window was stored");
+
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    for id in [fresh, other, inflight] {
+        let row = h.intent(id).await;
+        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+        assert_eq!(
+            h.provider
+                .effects_for_key(row.idempotency_key.as_str())
+                .len(),
+            1
+        );
+    }
+    assert_eq!(h.intent(inflight).await.ambiguous_attempts, 1);
+    let unknown_row = h.intent(unknown).await;
+    assert_eq!(unknown_row.state, IntentState::Unknown);
+    assert_eq!(h.open_items(unknown).await, 1, "still in reconciliation");
+    assert_eq!(
+        h.provider
+            .request_count_for_key(unknown_row.idempotency_key.as_str()),
+        0
+    );
+    assert_eq!(h.provider.effect_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0006_on_sqlite() {
+    upgrade_to_0006_then_dispatch(TestDb::sqlite_at(5).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0006_on_postgres() {
+    let Some(t) = TestDb::postgres_at(5).await else {
+        return;
+    };
+    upgrade_to_0006_then_dispatch(t).await;
 }

@@ -1,7 +1,8 @@
 //! `GET /review`: the dashboard of the signed-in user's tenants — intents per state with a
 //! per-action breakdown, the oldest due intent, the reconciliation backlog, and attempts
 //! over the last hour by outcome class, and each running daemon's provider bulkheads (in
-//! flight, breaker, `Retry-After` pause, rate-limited waits, as the daemons publish them).
+//! flight, send window, breaker, `Retry-After` pause, rate-limited waits, as the daemons
+//! publish them).
 //! Built as a [`Dashboard`] view (pure, from the store's reads) and then rendered.
 
 use axum::extract::State;
@@ -181,7 +182,7 @@ fn providers(d: &Dashboard) -> Markup {
             },
             Some(rows) => table id="providers" {
                 (head_row(&[
-                    "Provider", "Daemon", "In flight", "Breaker", "Paused until",
+                    "Provider", "Daemon", "In flight", "Send window", "Breaker", "Paused until",
                     "Rate-limited waits", "Updated",
                 ]))
                 tbody { @for r in rows {
@@ -189,6 +190,10 @@ fn providers(d: &Dashboard) -> Markup {
                         td { (r.provider) }
                         td { (r.owner) }
                         td { (r.in_flight) " / " (r.max_in_flight) }
+                        td { @match r.send_window {
+                            Some(w) => { (w) " / " (r.max_in_flight) }
+                            None => span.muted { "not published" }
+                        } }
                         td {
                             (r.breaker)
                             @if let Some(at) = until(r.breaker_open_until) { " until " (time(at)) }

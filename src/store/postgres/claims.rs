@@ -187,8 +187,8 @@ impl ClaimStore for PgStore {
         for s in states {
             sqlx::query(
                 "INSERT INTO outbox_provider_states (owner, provider, in_flight, max_in_flight, \
-                 rate_limited_waits, breaker, breaker_open_until, paused_until, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                 rate_limited_waits, breaker, breaker_open_until, paused_until, updated_at, \
+                 send_window) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(owner)
             .bind(&s.provider)
@@ -199,6 +199,7 @@ impl ClaimStore for PgStore {
             .bind(s.breaker_open_until)
             .bind(s.paused_until)
             .bind(s.updated_at)
+            .bind(s.send_window.map(|w| i32::try_from(w).unwrap_or(i32::MAX)))
             .execute(&mut *tx)
             .await?;
         }

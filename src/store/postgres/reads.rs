@@ -19,7 +19,8 @@ use crate::store::{
 };
 
 /// One stored provider state: owner, provider, in flight, max in flight, rate-limited
-/// waits, breaker, breaker open until, paused until, updated at.
+/// waits, breaker, breaker open until, paused until, updated at, send window (NULL in a
+/// row a daemon of schema 5 or earlier published).
 type ProviderStateColumns = (
     String,
     String,
@@ -30,6 +31,7 @@ type ProviderStateColumns = (
     Option<DateTime<Utc>>,
     Option<DateTime<Utc>>,
     DateTime<Utc>,
+    Option<i32>,
 );
 
 // Dialect twin of sqlite/reads.rs `impl ReadStore for SqliteStore`: each method binds the
@@ -68,8 +70,8 @@ impl ReadStore for PgStore {
     async fn list_provider_states(&self) -> Result<Vec<ProviderStateRow>, StoreError> {
         let rows: Vec<ProviderStateColumns> = sqlx::query_as(
             "SELECT owner, provider, in_flight, max_in_flight, rate_limited_waits, breaker, \
-             breaker_open_until, paused_until, updated_at FROM outbox_provider_states \
-             ORDER BY provider, owner",
+             breaker_open_until, paused_until, updated_at, send_window \
+             FROM outbox_provider_states ORDER BY provider, owner",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -80,6 +82,7 @@ impl ReadStore for PgStore {
                 provider: r.1,
                 in_flight: i64::from(r.2),
                 max_in_flight: i64::from(r.3),
+                send_window: r.9.map(i64::from),
                 rate_limited_waits: r.4,
                 breaker: r.5,
                 breaker_open_until: r.6,

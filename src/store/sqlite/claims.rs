@@ -254,8 +254,8 @@ impl ClaimStore for SqliteStore {
         for s in states {
             sqlx::query(
                 "INSERT INTO outbox_provider_states (owner, provider, in_flight, max_in_flight, \
-                 rate_limited_waits, breaker, breaker_open_until, paused_until, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 rate_limited_waits, breaker, breaker_open_until, paused_until, updated_at, \
+                 send_window) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .bind(owner)
             .bind(&s.provider)
@@ -266,6 +266,7 @@ impl ClaimStore for SqliteStore {
             .bind(s.breaker_open_until.map(ms))
             .bind(s.paused_until.map(ms))
             .bind(ms(s.updated_at))
+            .bind(s.send_window)
             .execute(&mut *tx)
             .await?;
         }

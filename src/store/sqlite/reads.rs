@@ -20,7 +20,8 @@ use crate::store::{
 };
 
 /// One stored provider state: owner, provider, in flight, max in flight, rate-limited
-/// waits, breaker, breaker open until, paused until, updated at.
+/// waits, breaker, breaker open until, paused until, updated at, send window (NULL in a
+/// row a daemon of schema 5 or earlier published).
 type ProviderStateColumns = (
     String,
     String,
@@ -31,6 +32,7 @@ type ProviderStateColumns = (
     Option<i64>,
     Option<i64>,
     i64,
+    Option<i64>,
 );
 
 // Dialect twin of postgres/reads.rs `impl ReadStore for PgStore`: each method binds the
@@ -69,8 +71,8 @@ impl ReadStore for SqliteStore {
     async fn list_provider_states(&self) -> Result<Vec<ProviderStateRow>, StoreError> {
         let rows: Vec<ProviderStateColumns> = sqlx::query_as(
             "SELECT owner, provider, in_flight, max_in_flight, rate_limited_waits, breaker, \
-             breaker_open_until, paused_until, updated_at FROM outbox_provider_states \
-             ORDER BY provider, owner",
+             breaker_open_until, paused_until, updated_at, send_window \
+             FROM outbox_provider_states ORDER BY provider, owner",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -81,6 +83,7 @@ impl ReadStore for SqliteStore {
                 provider: r.1,
                 in_flight: r.2,
                 max_in_flight: r.3,
+                send_window: r.9,
                 rate_limited_waits: r.4,
                 breaker: r.5,
                 breaker_open_until: r.6.map(from_ms),

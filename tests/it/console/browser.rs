@@ -128,6 +128,7 @@ async fn screenshots() {
         provider: provider.to_owned(),
         in_flight,
         max_in_flight: 64,
+        send_window: Some(if breaker == "open" { 1 } else { 16 }),
         rate_limited_waits: 0,
         breaker: breaker.to_owned(),
         breaker_open_until: (breaker == "open").then(|| now + chrono::Duration::seconds(25)),

@@ -349,6 +349,7 @@ async fn the_dashboard_shows_each_daemons_provider_state(t: &TestDb) {
         provider: "payments".to_owned(),
         in_flight: 7,
         max_in_flight: 32,
+        send_window: (owner == "replica-1").then_some(12),
         rate_limited_waits: 4,
         breaker: breaker.to_owned(),
         breaker_open_until: (breaker == "open").then(|| now + chrono::Duration::seconds(20)),
@@ -374,7 +375,7 @@ async fn the_dashboard_shows_each_daemons_provider_state(t: &TestDb) {
         .and_then(|rest| rest.split("</tr>").next())
         .unwrap_or_else(|| panic!("no row for replica-1: {}", shown.text));
     assert!(
-        live.contains("7 / 32") && live.contains("open until"),
+        live.contains("7 / 32") && live.contains("12 / 32") && live.contains("open until"),
         "{live}"
     );
     assert!(!live.contains("STALE"), "{live}");
@@ -385,6 +386,10 @@ async fn the_dashboard_shows_each_daemons_provider_state(t: &TestDb) {
         .and_then(|rest| rest.split("</tr>").next())
         .unwrap_or_else(|| panic!("no row for replica-2: {}", shown.text));
     assert!(dead.contains("closed") && dead.contains("STALE"), "{dead}");
+    assert!(
+        dead.contains("not published"),
+        "an older release's row: {dead}"
+    );
 }
 
 crate::both_backends!(
