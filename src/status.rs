@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 
 use crate::dispatch::publish::is_stale;
 use crate::store::{ProviderStateRow, StatusSummary};
@@ -91,20 +92,32 @@ pub fn render_providers(rows: &[ProviderStateRow], now: DateTime<Utc>) -> String
     out
 }
 
-/// Provider state rows as JSON, each with `age_seconds` and `stale` (also the admin API's
-/// `GET /v1/providers`).
-pub fn providers_json(rows: &[ProviderStateRow], now: DateTime<Utc>) -> serde_json::Value {
+/// A published provider state with its age, as `outboxd status --json` and the admin
+/// API's `GET /v1/providers` show it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ProviderView {
+    /// The row as published.
+    #[serde(flatten)]
+    pub row: ProviderStateRow,
+    /// Seconds since the daemon wrote the row.
+    pub age_seconds: i64,
+    /// Whether the row is older than a running daemon would leave it (the daemon stopped,
+    /// or cannot reach the database).
+    pub stale: bool,
+}
+
+/// Provider state rows with their age and staleness at `now`.
+pub fn provider_views(rows: &[ProviderStateRow], now: DateTime<Utc>) -> Vec<ProviderView> {
     rows.iter()
-        .map(|r| {
-            let mut v = serde_json::to_value(r).unwrap_or_default();
-            if let Some(map) = v.as_object_mut() {
-                map.insert(
-                    "age_seconds".into(),
-                    (now - r.updated_at).num_seconds().max(0).into(),
-                );
-                map.insert("stale".into(), is_stale(r, now).into());
-            }
-            v
+        .map(|r| ProviderView {
+            row: r.clone(),
+            age_seconds: (now - r.updated_at).num_seconds().max(0),
+            stale: is_stale(r, now),
         })
         .collect()
+}
+
+/// [`provider_views`] as JSON.
+pub fn providers_json(rows: &[ProviderStateRow], now: DateTime<Utc>) -> serde_json::Value {
+    serde_json::to_value(provider_views(rows, now)).unwrap_or_default()
 }

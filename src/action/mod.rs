@@ -39,7 +39,7 @@ impl fmt::Display for RetrySafety {
 }
 
 /// The class of one delivery attempt (rule 6 of the design); exactly one per attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptClass {
     /// 2xx with a usable body: the provider acted; its reference is stored.

@@ -14,9 +14,12 @@ use axum::extract::State;
 use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
+use utoipa::ToSchema;
 
 use super::auth::Caller;
+use super::error::responses::{E400, E401, E403, E500};
+use super::error::ErrorDetail;
 use super::extract::{non_empty, parse_limit, parse_older_than, ApiJson};
 use super::ops::{required_note, resolve, ResolveRequest};
 use super::{AdminContext, ApiError};
@@ -32,32 +35,85 @@ const DEFAULT_BULK_LIMIT: u32 = 100;
 const MAX_BULK_LIMIT: u32 = 1000;
 
 /// Body of `POST /v1/reconciliation/redispatch`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BulkBody {
+    /// Only items of this action.
     action: Option<String>,
+    /// Only this tenant (intersected with the token's).
     tenant: Option<String>,
+    /// Whole seconds (`3600`) or a duration (`2h`, `1h 30m`): only items opened before
+    /// now − older_than.
     older_than: Option<String>,
+    /// List the items a real run would redispatch, and change nothing.
     dry_run: bool,
+    /// Why (required for a real run; audited).
     note: Option<String>,
+    /// Most items the run looks at, 1–1000 (default 100).
+    #[schema(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
+    /// Act on exactly these items (the dry run's), however the queue changed since.
     item_ids: Option<Vec<ReconciliationItemId>>,
+    /// Required (`true`) for a real run if any of its items may act twice when sent again
+    /// (see `POST /v1/reconciliation/{id}/resolve`); without it the whole run answers 400
+    /// with `error.field = "confirm_may_act_twice"` before anything changes. A dry run
+    /// reports each such item's reason in `may_act_twice`.
     #[serde(default)]
     confirm_may_act_twice: bool,
 }
 
+/// The report of one run (dry or real).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct BulkReport {
+    /// Whether this was a dry run (nothing changed).
+    dry_run: bool,
+    /// The run's filter, as parsed.
+    filter: BulkFilter,
+    /// How many items ended with each result.
+    summary: BTreeMap<BulkResult, usize>,
+    /// One line per item, by item id.
+    items: Vec<BulkItem>,
+}
+
 /// The filter of one run, as parsed (echoed in the report and the audit entry).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 struct BulkFilter {
+    /// Only items of this action.
     action: Option<String>,
+    /// Only this tenant.
     tenant: Option<String>,
+    /// Only items opened before this instant (from `older_than`).
     opened_before: Option<DateTime<Utc>>,
+    /// Most items the run looks at.
     limit: u32,
+    /// Exactly these items, if given.
     item_ids: Option<Vec<ReconciliationItemId>>,
 }
 
+/// What happened to one item of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+enum BulkResult {
+    /// A dry run would redispatch it.
+    WouldRedispatch,
+    /// Redispatched.
+    Redispatched,
+    /// Someone resolved it first.
+    AlreadyResolved,
+    /// Its intent is no longer `unknown`.
+    WrongState,
+    /// No such item in the token's tenants.
+    NotFound,
+    /// A requested id that no longer matches the filter.
+    NotMatching,
+    /// It may act twice and the run did not confirm it.
+    ConfirmationRequired,
+    /// Resolving it failed (see `detail`).
+    Error,
+}
+
 /// One item of the report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 struct BulkItem {
     item_id: ReconciliationItemId,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -70,18 +126,18 @@ struct BulkItem {
     action: Option<ActionName>,
     #[serde(skip_serializing_if = "Option::is_none")]
     opened_at: Option<DateTime<Utc>>,
-    /// `would_redispatch` (dry run), `redispatched`, `already_resolved`, `wrong_state`,
-    /// `not_found`, `not_matching`, `confirmation_required` or `error`.
-    result: &'static str,
+    /// What happened to it.
+    result: BulkResult,
     /// Why redispatching it may act twice (the resend rule), if it may.
     #[serde(skip_serializing_if = "Option::is_none")]
     may_act_twice: Option<String>,
+    /// The error, unless it was redispatched (or would be).
     #[serde(skip_serializing_if = "Option::is_none")]
-    detail: Option<Value>,
+    detail: Option<ErrorDetail>,
 }
 
 impl BulkItem {
-    fn of(item: &ReconciliationItem, result: &'static str) -> Self {
+    fn of(item: &ReconciliationItem, result: BulkResult) -> Self {
         Self {
             item_id: item.id,
             intent_id: Some(item.intent_id),
@@ -103,7 +159,7 @@ impl BulkItem {
             operation_id: None,
             action: None,
             opened_at: None,
-            result: "not_found",
+            result: BulkResult::NotFound,
             may_act_twice: None,
             detail: None,
         }
@@ -111,11 +167,27 @@ impl BulkItem {
 }
 
 /// `POST /v1/reconciliation/redispatch` (operator only).
+#[utoipa::path(
+    post,
+    path = "/v1/reconciliation/redispatch",
+    tag = "reconciliation",
+    operation_id = "bulkRedispatch",
+    summary = "Redispatch open items by filter, or list them with `dry_run` (operator).",
+    description = "A dry run lists exactly the items a real run would redispatch and changes nothing; a real run resolves each item on its own (a concurrent resolution wins or loses per item) and reports every item's result. Passing the dry run's `item_ids` makes the real run act on exactly those items.",
+    request_body = BulkBody,
+    responses(
+        (status = 200, description = "The run's report, one result per item.", body = BulkReport),
+        (status = 400, response = E400),
+        (status = 401, response = E401),
+        (status = 403, response = E403),
+        (status = 500, response = E500),
+    )
+)]
 pub(crate) async fn bulk_redispatch(
     State(ctx): State<AdminContext>,
     caller: Caller,
     ApiJson(body): ApiJson<BulkBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<BulkReport>, ApiError> {
     caller.require_operator()?;
     let note = match body.dry_run {
         true => body.note.clone().unwrap_or_default(),
@@ -133,7 +205,7 @@ pub(crate) async fn bulk_redispatch(
     let risks = twice_risks(&ctx, &candidates).await?;
     if body.dry_run {
         report.extend(candidates.iter().zip(&risks).map(|(i, risk)| {
-            let mut line = BulkItem::of(i, "would_redispatch");
+            let mut line = BulkItem::of(i, BulkResult::WouldRedispatch);
             line.may_act_twice = risk.clone();
             line
         }));
@@ -147,12 +219,12 @@ pub(crate) async fn bulk_redispatch(
         audit_run(&ctx, &caller, &filter, &report, &note).await?;
     }
     report.sort_by_key(|i| i.item_id);
-    Ok(Json(json!({
-        "dry_run": body.dry_run,
-        "filter": filter,
-        "summary": summarise(&report),
-        "items": report,
-    })))
+    Ok(Json(BulkReport {
+        dry_run: body.dry_run,
+        filter,
+        summary: summarise(&report),
+        items: report,
+    }))
 }
 
 /// The items a run acts on, plus report lines for requested ids it will not act on.
@@ -187,7 +259,7 @@ async fn select(
         match ctx.store.get_reconciliation(id, scope).await? {
             None => skipped.push(BulkItem::missing(id)),
             Some(item) if matches_filter(&item, filter) => chosen.push(item),
-            Some(item) => skipped.push(BulkItem::of(&item, "not_matching")),
+            Some(item) => skipped.push(BulkItem::of(&item, BulkResult::NotMatching)),
         }
     }
     Ok((chosen, skipped))
@@ -271,25 +343,25 @@ async fn redispatch_one(
 ) -> BulkItem {
     let request = ResolveRequest::new(ResolutionKind::Redispatch, note.to_owned(), confirmed);
     let outcome = resolve(ctx, caller, item.id, request).await;
-    let mut line = BulkItem::of(item, "redispatched");
+    let mut line = BulkItem::of(item, BulkResult::Redispatched);
     if let Err(e) = outcome {
         e.log();
         line.result = match &e {
-            ApiError::Review(ReviewError::AlreadyResolved { .. }) => "already_resolved",
-            ApiError::Review(ReviewError::WrongState { .. }) => "wrong_state",
-            ApiError::Review(ReviewError::NotFound) => "not_found",
+            ApiError::Review(ReviewError::AlreadyResolved { .. }) => BulkResult::AlreadyResolved,
+            ApiError::Review(ReviewError::WrongState { .. }) => BulkResult::WrongState,
+            ApiError::Review(ReviewError::NotFound) => BulkResult::NotFound,
             ApiError::Review(ReviewError::Invalid(f)) if f.field == CONFIRM_FIELD => {
-                "confirmation_required"
+                BulkResult::ConfirmationRequired
             }
-            _ => "error",
+            _ => BulkResult::Error,
         };
-        line.detail = Some(e.body()["error"].clone());
+        line.detail = Some(e.detail());
     }
     line
 }
 
 /// Counts per result.
-fn summarise(report: &[BulkItem]) -> BTreeMap<&'static str, usize> {
+fn summarise(report: &[BulkItem]) -> BTreeMap<BulkResult, usize> {
     let mut counts = BTreeMap::new();
     for line in report {
         *counts.entry(line.result).or_insert(0) += 1;

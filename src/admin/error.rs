@@ -12,7 +12,8 @@ use axum::http::header::WWW_AUTHENTICATE;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 
 use crate::intent::InvalidField;
 use crate::producer::EnqueueError;
@@ -50,6 +51,83 @@ pub enum ApiError {
     /// The database failed (500); details are logged, not returned.
     #[error("{INTERNAL}")]
     Store(#[from] StoreError),
+}
+
+/// The stable machine-readable code of an error body (`error.code`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// A missing or malformed field (`400`; `field` names it).
+    InvalidRequest,
+    /// No or an unknown bearer token (`401`).
+    Unauthenticated,
+    /// A viewer asked for a change, or a tenant outside the token (`403`).
+    Forbidden,
+    /// No such id in the token's tenants (`404`).
+    NotFound,
+    /// The item was resolved first by someone else (`409`; with who, how and when).
+    AlreadyResolved,
+    /// The intent is not in a state that allows this (`409`; with its `state`).
+    WrongState,
+    /// The operation was already recorded with a different payload (`409`).
+    Conflict,
+    /// The database or another part the caller cannot fix failed (`500`).
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as it appears in the body.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::AlreadyResolved => "already_resolved",
+            ErrorCode::WrongState => "wrong_state",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// The JSON body of every error response of the API.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// The `error` object of an [`ErrorBody`].
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(
+    description = "What went wrong: a stable code, a message, the request id, and the fields the code names."
+)]
+pub struct ErrorDetail {
+    /// The stable code; branch on it, not on the message.
+    pub code: ErrorCode,
+    /// What went wrong, for people (for a `500`: where to look, with the request id).
+    pub message: String,
+    /// The request's id (as in the `x-request-id` header and the daemon's log lines).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// With `invalid_request`: the field that is missing or malformed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<&'static str>,
+    /// With `wrong_state`: the intent's state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// With `already_resolved`: how the item was resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::store::schema::resolution)]
+    pub resolution: Option<String>,
+    /// With `already_resolved`: who resolved it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved_by: Option<String>,
+    /// With `already_resolved`: when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved_at: Option<DateTime<Utc>>,
 }
 
 /// Why a caller with a valid session or token may not do this (403).
@@ -99,24 +177,28 @@ impl ApiError {
 
     /// The HTTP status and the stable machine-readable code, decided together for every
     /// variant, the wrapped ones by their own variant.
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
-        const NOT_FOUND: (StatusCode, &str) = (StatusCode::NOT_FOUND, "not_found");
-        const INVALID: (StatusCode, &str) = (StatusCode::BAD_REQUEST, "invalid_request");
-        const FAILED: (StatusCode, &str) = (StatusCode::INTERNAL_SERVER_ERROR, "internal");
+    fn status_and_code(&self) -> (StatusCode, ErrorCode) {
+        const NOT_FOUND: (StatusCode, ErrorCode) = (StatusCode::NOT_FOUND, ErrorCode::NotFound);
+        const INVALID: (StatusCode, ErrorCode) =
+            (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest);
+        const FAILED: (StatusCode, ErrorCode) =
+            (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal);
         match self {
-            ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "unauthenticated"),
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
             ApiError::NotFound | ApiError::Review(ReviewError::NotFound) => NOT_FOUND,
             ApiError::Invalid(_)
             | ApiError::Review(ReviewError::Invalid(_))
             | ApiError::Enqueue(EnqueueError::Invalid(_)) => INVALID,
             ApiError::Review(ReviewError::AlreadyResolved { .. }) => {
-                (StatusCode::CONFLICT, "already_resolved")
+                (StatusCode::CONFLICT, ErrorCode::AlreadyResolved)
             }
             ApiError::Review(ReviewError::WrongState { .. }) => {
-                (StatusCode::CONFLICT, "wrong_state")
+                (StatusCode::CONFLICT, ErrorCode::WrongState)
             }
-            ApiError::Enqueue(EnqueueError::Conflict { .. }) => (StatusCode::CONFLICT, "conflict"),
+            ApiError::Enqueue(EnqueueError::Conflict { .. }) => {
+                (StatusCode::CONFLICT, ErrorCode::Conflict)
+            }
             ApiError::Store(_)
             | ApiError::Review(ReviewError::Store(_))
             | ApiError::Enqueue(EnqueueError::Database(_) | EnqueueError::KeySecret(_)) => FAILED,
@@ -130,7 +212,7 @@ impl ApiError {
 
     /// The stable machine-readable code.
     pub fn code(&self) -> &'static str {
-        self.status_and_code().1
+        self.status_and_code().1.as_str()
     }
 
     /// The failure behind a 500, to log with its causes (never shown to the caller).
@@ -166,30 +248,40 @@ impl ApiError {
     }
 
     /// The `error` object of the JSON body, with the request id when serving a request.
-    pub fn body(&self) -> Value {
-        let mut error = json!({"code": self.code(), "message": self.message()});
-        if let Some(id) = crate::api::request_id::current() {
-            error["request_id"] = json!(id);
-        }
-        if let Some(field) = self.invalid_field() {
-            error["field"] = json!(field.field);
-        }
+    pub fn detail(&self) -> ErrorDetail {
+        let mut error = ErrorDetail {
+            code: self.status_and_code().1,
+            message: self.message(),
+            request_id: crate::api::request_id::current(),
+            field: self.invalid_field().map(|f| f.field),
+            state: None,
+            resolution: None,
+            resolved_by: None,
+            resolved_at: None,
+        };
         match self {
             ApiError::Review(ReviewError::AlreadyResolved {
                 resolution,
                 resolved_by,
                 resolved_at,
             }) => {
-                error["resolution"] = json!(resolution);
-                error["resolved_by"] = json!(resolved_by);
-                error["resolved_at"] = json!(resolved_at);
+                error.resolution = Some(resolution.clone());
+                error.resolved_by = Some(resolved_by.clone());
+                error.resolved_at = Some(*resolved_at);
             }
             ApiError::Review(ReviewError::WrongState { state, .. }) => {
-                error["state"] = json!(state)
+                error.state = Some(state.clone())
             }
             _ => {}
         }
-        json!({ "error": error })
+        error
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: self.detail(),
+        }
     }
 
     /// Logs server-side failures (with their cause) once, where they become responses.
@@ -218,4 +310,37 @@ impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         ApiError::Store(StoreError::Database(e))
     }
+}
+
+/// The documented error responses, one per status, each with an [`ErrorBody`]
+/// (`components.responses` of the OpenAPI document; see [`super::openapi`]).
+pub(crate) mod responses {
+    use super::ErrorBody;
+
+    /// `invalid_request`: a missing or malformed field (`field` names it).
+    #[derive(utoipa::ToResponse)]
+    pub(crate) struct E400(#[allow(dead_code)] ErrorBody);
+
+    /// `unauthenticated`: no or an unknown bearer token (with `WWW-Authenticate: Bearer`).
+    #[derive(utoipa::ToResponse)]
+    pub(crate) struct E401(#[allow(dead_code)] ErrorBody);
+
+    /// `forbidden`: a viewer attempted a change, or a tenant outside the token.
+    #[derive(utoipa::ToResponse)]
+    pub(crate) struct E403(#[allow(dead_code)] ErrorBody);
+
+    /// `not_found`: no such id in the token's tenants (an id of another tenant answers the
+    /// same, so ids cannot be probed).
+    #[derive(utoipa::ToResponse)]
+    pub(crate) struct E404(#[allow(dead_code)] ErrorBody);
+
+    /// `already_resolved` (with `resolution`, `resolved_by`, `resolved_at`), `wrong_state`
+    /// (with `state`) or `conflict`.
+    #[derive(utoipa::ToResponse)]
+    pub(crate) struct E409(#[allow(dead_code)] ErrorBody);
+
+    /// `internal`: the database failed; the message names the request id to look up in the
+    /// log.
+    #[derive(utoipa::ToResponse)]
+    pub(crate) struct E500(#[allow(dead_code)] ErrorBody);
 }

@@ -7,38 +7,78 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
+use super::error::responses::{E400, E401, E403, E404, E500};
 use super::extract::{
     non_empty, parse_limit, parse_older_than, parse_state, ApiJson, ApiQuery, IdPath,
     DEFAULT_LIMIT, MAX_LIMIT,
 };
 use super::ops::{intent_detail, required_note};
-use super::{AdminContext, ApiError, Forbidden};
-use crate::intent::{IntentId, TenantId};
+use super::{AdminContext, ApiError, ErrorBody, Forbidden};
+use crate::intent::{IntentId, IntentState, TenantId};
 use crate::producer::{Enqueued, NewIntent};
-use crate::store::{Cancellation, CommittedEnqueueError, Database, IntentFilter, NewAuditEntry};
+use crate::store::{
+    Cancellation, CommittedEnqueueError, Database, IntentDetail, IntentFilter, IntentRow,
+    NewAuditEntry,
+};
 
 /// Query of `GET /v1/intents`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct IntentQuery {
+    /// Only this tenant (intersected with the token's).
     tenant: Option<String>,
+    /// Only this state.
+    #[param(value_type = Option<IntentState>)]
     state: Option<String>,
+    /// Only this action.
     action: Option<String>,
+    /// Whole seconds (`3600`) or a duration (`2h`, `1h 30m`): only those created before
+    /// now − older_than.
     older_than: Option<String>,
+    /// Paging: only ids greater than this (`next_after_id` of the previous page).
     after_id: Option<IntentId>,
+    /// Page size, 1–500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
 }
 
+/// A page of `GET /v1/intents`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct IntentPage {
+    /// The intents, by id.
+    intents: Vec<IntentRow>,
+    /// The `after_id` of the next page; null on the last page.
+    #[schema(required = true)]
+    next_after_id: Option<IntentId>,
+}
+
 /// `GET /v1/intents`: intents of the caller's tenants (narrowed by `tenant`), by id.
+#[utoipa::path(
+    get,
+    path = "/v1/intents",
+    tag = "intents",
+    operation_id = "listIntents",
+    summary = "Intents of the token's tenants, by id.",
+    params(IntentQuery),
+    responses(
+        (status = 200, description = "A page of intents.", body = IntentPage),
+        (status = 400, response = E400),
+        (status = 401, response = E401),
+        (status = 500, response = E500),
+    )
+)]
 pub(crate) async fn list_intents(
     State(ctx): State<AdminContext>,
     caller: Caller,
     ApiQuery(q): ApiQuery<IntentQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<IntentPage>, ApiError> {
     let limit = parse_limit(q.limit, DEFAULT_LIMIT, MAX_LIMIT)?;
     let filter = IntentFilter {
         tenants: caller.scope_for(non_empty(q.tenant).as_deref()).as_list(),
@@ -52,35 +92,77 @@ pub(crate) async fn list_intents(
     let next_after_id = (intents.len() == limit as usize)
         .then(|| intents.last().map(|i| i.id))
         .flatten();
-    Ok(Json(
-        json!({"intents": intents, "next_after_id": next_after_id}),
-    ))
+    Ok(Json(IntentPage {
+        intents,
+        next_after_id,
+    }))
 }
 
 /// `GET /v1/intents/{id}`: the intent, its attempts and its reconciliation items.
+#[utoipa::path(
+    get,
+    path = "/v1/intents/{id}",
+    tag = "intents",
+    operation_id = "showIntent",
+    summary = "One intent with its attempts and reconciliation items.",
+    params(("id" = IntentId, Path, description = "The intent's id.")),
+    responses(
+        (status = 200, description = "The intent.", body = IntentDetail),
+        (status = 401, response = E401),
+        (status = 404, response = E404),
+        (status = 500, response = E500),
+    )
+)]
 pub(crate) async fn show_intent(
     State(ctx): State<AdminContext>,
     caller: Caller,
     IdPath(id): IdPath<IntentId>,
-) -> Result<Json<Value>, ApiError> {
-    let detail = intent_detail(&ctx, &caller, id).await?;
-    Ok(Json(json!(detail)))
+) -> Result<Json<IntentDetail>, ApiError> {
+    Ok(Json(intent_detail(&ctx, &caller, id).await?))
 }
 
 /// Body of `POST /v1/intents/{id}/cancel`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CancelBody {
+    /// Why (required; audited).
+    #[schema(required = true, value_type = String)]
     note: Option<String>,
 }
 
+/// The answer of `POST /v1/intents/{id}/cancel`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CancelledIntent {
+    /// The intent, now `cancelled`.
+    intent: IntentRow,
+}
+
 /// `POST /v1/intents/{id}/cancel`: a pending intent becomes `cancelled` (audited).
+#[utoipa::path(
+    post,
+    path = "/v1/intents/{id}/cancel",
+    tag = "intents",
+    operation_id = "cancelIntent",
+    summary = "Cancel a pending intent (operator).",
+    params(("id" = IntentId, Path, description = "The intent's id.")),
+    request_body = CancelBody,
+    responses(
+        (status = 200, description = "The cancelled intent.", body = CancelledIntent),
+        (status = 400, response = E400),
+        (status = 401, response = E401),
+        (status = 403, response = E403),
+        (status = 404, response = E404),
+        (status = 409, description = "`wrong_state`: the intent is no longer pending (with its `state`).", body = ErrorBody),
+        (status = 500, response = E500),
+    )
+)]
 pub(crate) async fn cancel_intent(
     State(ctx): State<AdminContext>,
     caller: Caller,
     IdPath(id): IdPath<IntentId>,
     ApiJson(body): ApiJson<CancelBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CancelledIntent>, ApiError> {
     caller.require_operator()?;
     let cancellation = Cancellation {
         intent_id: id,
@@ -91,23 +173,37 @@ pub(crate) async fn cancel_intent(
         seen_attempt_count: None,
     };
     let intent = ctx.store.cancel_intent(&cancellation).await?;
-    Ok(Json(json!({ "intent": intent })))
+    Ok(Json(CancelledIntent { intent }))
 }
 
 /// Body of `POST /v1/intents`: [`NewIntent`], with unknown fields refused (a misspelt
 /// `idempotency_key` must not silently become a derived key).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(
+    description = "One intent to record; unknown fields are refused (a misspelt `idempotency_key` must not silently become a derived key)."
+)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EnqueueBody {
+    /// The tenant (must be one of the token's).
     tenant: String,
+    /// The producer's id of the operation, unique within the tenant; retry with the same
+    /// one until a receipt comes back.
     operation_id: String,
+    /// A configured action.
     action: String,
+    /// Any JSON value the action takes (usually an object).
     payload: Value,
+    /// The payload's version (default 1).
     #[serde(default = "first_version")]
+    #[schema(default = 1, minimum = 1)]
     payload_version: i32,
+    /// The key the provider sees; derived from tenant, operation id and action when absent.
     idempotency_key: Option<String>,
+    /// Intents sharing an ordering key (within a tenant) are attempted in enqueue order.
     ordering_key: Option<String>,
+    /// No attempt before this instant.
     not_before: Option<DateTime<Utc>>,
+    /// No attempt starts at or after this instant.
     deadline: Option<DateTime<Utc>>,
 }
 
@@ -134,6 +230,25 @@ impl From<EnqueueBody> for NewIntent {
 /// `POST /v1/intents`: records an intent in outboxd's own transaction (not the
 /// producer's), with the library's replay and conflict semantics: `201` created, `200`
 /// replayed, `409` conflict. The tenant is checked against the token before any lookup.
+#[utoipa::path(
+    post,
+    path = "/v1/intents",
+    tag = "intents",
+    operation_id = "createIntent",
+    summary = "Record one intent in outboxd's own transaction (operator; not atomic with the producer's write).",
+    description = "Retry with the same `operation_id` until a receipt comes back: a replay answers 200 with `replayed: true`, a changed payload 409 `conflict`. A tenant outside the token's answers 403 before any lookup.",
+    request_body = EnqueueBody,
+    responses(
+        (status = 201, description = "Recorded.", body = Enqueued,
+            headers(("location" = String, description = "`/v1/intents/{intent_id}`"))),
+        (status = 200, description = "A replay: the receipt of the intent already recorded (`replayed: true`).", body = Enqueued),
+        (status = 400, response = E400),
+        (status = 401, response = E401),
+        (status = 403, response = E403),
+        (status = 409, description = "`conflict`: the operation was already recorded with a different payload.", body = ErrorBody),
+        (status = 500, response = E500),
+    )
+)]
 pub(crate) async fn create_intent(
     State(ctx): State<AdminContext>,
     caller: Caller,

@@ -3,7 +3,8 @@
 //!
 //! What lives here: authentication and tenant scoping of every request, the HTTP handlers,
 //! the one mapping of errors to HTTP responses ([`ApiError`]), the HTML of the review
-//! page, and the API's OpenAPI document ([`openapi`], `GET /v1/openapi.json`). What does
+//! page, and the API's OpenAPI document, generated from the handlers and their types
+//! ([`openapi`], `GET /v1/openapi.json`). What does
 //! not: SQL (every statement is in [`crate::store`]), the health, readiness and metrics
 //! endpoints, and the listener that serves this router inside `outboxd run`.
 //!
@@ -62,11 +63,13 @@ mod review;
 
 use std::sync::Arc;
 
-use axum::routing::{get, post};
 use axum::Router;
 use tokio::sync::Notify;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub use error::{ApiError, Forbidden};
+pub use error::{ApiError, ErrorBody, ErrorCode, ErrorDetail, Forbidden};
 
 use crate::action::resend::ResendPolicies;
 use crate::action::RetrySafety;
@@ -157,32 +160,26 @@ impl std::fmt::Debug for AdminContext {
     }
 }
 
+/// The `/v1` routes, each registered with its OpenAPI operation: utoipa-axum's `routes!`
+/// takes the method and path from the handler's `#[utoipa::path]`, so a route cannot be
+/// added here without its documentation ([`openapi`]).
+pub(crate) fn v1_routes() -> OpenApiRouter<AdminContext> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(intents::list_intents, intents::create_intent))
+        .routes(routes!(intents::show_intent))
+        .routes(routes!(intents::cancel_intent))
+        .routes(routes!(reconciliation::list_reconciliation))
+        .routes(routes!(bulk::bulk_redispatch))
+        .routes(routes!(reconciliation::show_reconciliation))
+        .routes(routes!(reconciliation::resolve_item))
+        .routes(routes!(reconciliation::list_audit))
+        .routes(routes!(providers::list_providers))
+        .routes(routes!(openapi::serve))
+}
+
 /// The admin API (`/v1/...`) and the review page (`/review...`) on `ctx`.
 pub fn router(ctx: AdminContext) -> Router {
-    let routes = Router::new()
-        .route(
-            "/v1/intents",
-            get(intents::list_intents).post(intents::create_intent),
-        )
-        .route("/v1/intents/{id}", get(intents::show_intent))
-        .route("/v1/intents/{id}/cancel", post(intents::cancel_intent))
-        .route(
-            "/v1/reconciliation",
-            get(reconciliation::list_reconciliation),
-        )
-        .route("/v1/reconciliation/redispatch", post(bulk::bulk_redispatch))
-        .route(
-            "/v1/reconciliation/{id}",
-            get(reconciliation::show_reconciliation),
-        )
-        .route(
-            "/v1/reconciliation/{id}/resolve",
-            post(reconciliation::resolve_item),
-        )
-        .route("/v1/audit", get(reconciliation::list_audit))
-        .route("/v1/providers", get(providers::list_providers))
-        .route("/v1/openapi.json", get(openapi::document))
-        .merge(review::routes())
-        .with_state(ctx);
+    let (v1, _) = v1_routes().split_for_parts();
+    let routes = v1.merge(review::routes()).with_state(ctx);
     crate::api::request_id::layer(routes)
 }

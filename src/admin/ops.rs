@@ -14,7 +14,7 @@ use crate::store::{
 };
 
 /// A reconciliation item with the intent it is about and that intent's attempts.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub(crate) struct ItemDetail {
     /// The item.
     pub item: ReconciliationItem,

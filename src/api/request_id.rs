@@ -17,7 +17,7 @@ use tracing::Instrument;
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Longest id accepted from a client.
-const MAX_LEN: usize = 128;
+pub const MAX_LEN: usize = 128;
 
 tokio::task_local! {
     static REQUEST_ID: String;

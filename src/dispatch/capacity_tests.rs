@@ -218,3 +218,17 @@ fn default_shares_of_the_slots_never_add_up_to_more_than_concurrency() {
         }
     }
 }
+
+#[test]
+fn breaker_names_are_the_published_ones() {
+    let now = Instant::now();
+    let names = [
+        Breaker::Closed { failures: 0 }.as_str(),
+        Breaker::Open { until: now }.as_str(),
+        Breaker::HalfOpen {
+            trial_in_flight: false,
+        }
+        .as_str(),
+    ];
+    assert_eq!(names, crate::store::schema::BREAKER_STATES);
+}

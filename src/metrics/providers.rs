@@ -83,7 +83,7 @@ impl ProviderGauges {
             self.rate_limited
                 .get_or_create(&provider)
                 .set(i64::try_from(s.rate_limited).unwrap_or(i64::MAX));
-            for state in ["closed", "open", "half_open"] {
+            for state in crate::store::schema::BREAKER_STATES {
                 let labels = BreakerLabels {
                     provider: s.provider.clone(),
                     state: state.to_owned(),

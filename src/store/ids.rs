@@ -26,6 +26,7 @@ macro_rules! row_id {
             Serialize,
             Deserialize,
             sqlx::Type,
+            utoipa::ToSchema,
         )]
         #[serde(transparent)]
         #[sqlx(transparent)]

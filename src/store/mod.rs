@@ -23,6 +23,7 @@ pub mod postgres;
 pub mod reclaim;
 pub mod review;
 pub mod roles;
+pub mod schema;
 pub mod sqlite;
 pub mod types;
 

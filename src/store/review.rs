@@ -36,7 +36,7 @@ impl TenantScope {
 }
 
 /// One reconciliation item with the intent facts a reviewer needs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ReconciliationItem {
     /// Item id.
     pub id: ReconciliationItemId,
@@ -55,6 +55,7 @@ pub struct ReconciliationItem {
     /// When the item was opened.
     pub opened_at: DateTime<Utc>,
     /// `delivered`, `redispatch` or `abandoned` once resolved.
+    #[schema(schema_with = super::schema::resolution_or_null)]
     pub resolution: Option<String>,
     /// Who resolved it (a token name, `probe`, or the CLI user).
     pub resolved_by: Option<String>,
@@ -262,7 +263,7 @@ pub struct NewAuditEntry {
 }
 
 /// One audit log entry.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AuditEntry {
     /// Entry id (append order).
     pub id: AuditEntryId,
@@ -302,7 +303,7 @@ pub struct Tombstone {
 }
 
 /// The result of a scoped intent lookup with its attempts.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct IntentDetail {
     /// The intent.
     pub intent: IntentRow,

@@ -224,7 +224,7 @@ pub struct Release {
 }
 
 /// An intent as shown to people and tests.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct IntentRow {
     /// Intent id.
     pub id: IntentId,
@@ -284,7 +284,7 @@ pub struct IntentRow {
 /// One attempt as shown to people and tests. The attempt an in-flight claim opened has no
 /// row yet (it is written when the attempt ends); listings show it from the intent, with
 /// `id` 0 and no end or class.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AttemptRow {
     /// Attempt id (0 for the open attempt).
     pub id: i64,
@@ -354,7 +354,8 @@ impl StatusSummary {
 
 /// One provider's bulkhead as a running daemon last published it (table
 /// `outbox_provider_states`; see [`crate::dispatch::publish`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(description = "One provider's bulkhead as a running daemon last published it.")]
 pub struct ProviderStateRow {
     /// The daemon (lease owner name) that published it.
     pub owner: String,
@@ -366,10 +367,12 @@ pub struct ProviderStateRow {
     pub max_in_flight: i64,
     /// Its adaptive send window: requests it may be sent at once now (at most
     /// `max_in_flight`). `None` for a row a daemon of schema 5 or earlier published.
+    #[schema(minimum = 0)]
     pub send_window: Option<i64>,
     /// Claims that found the provider's rate limiter dry, since the daemon started.
     pub rate_limited_waits: i64,
     /// `closed`, `open` or `half_open`.
+    #[schema(schema_with = super::schema::breaker_state)]
     pub breaker: String,
     /// While the breaker is open: when the trial request may go.
     pub breaker_open_until: Option<DateTime<Utc>>,

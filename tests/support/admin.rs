@@ -1,6 +1,7 @@
 //! The admin router served on loopback for a test (a random port, stopped on drop), the
 //! test tokens (operators and a viewer for two tenants, and one for every tenant), a small
-//! JSON client, and a helper that puts an intent into reconciliation.
+//! JSON client whose every answer is checked against the OpenAPI document
+//! ([`super::openapi`]), and a helper that puts an intent into reconciliation.
 
 use std::sync::Arc;
 
@@ -146,16 +147,21 @@ impl Api {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
-    /// `GET path`.
+    /// `GET path`; the answer is checked against the OpenAPI document.
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
         let url = format!("{}{path}", self.base);
-        Self::finish(self.auth(self.client.get(url))).await
+        let (status, body) = Self::finish(self.auth(self.client.get(url))).await;
+        super::openapi::check_response("GET", path, status.as_u16(), &body);
+        (status, body)
     }
 
-    /// `POST path` with a JSON body.
+    /// `POST path` with a JSON body; the answer is checked against the OpenAPI document.
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
         let url = format!("{}{path}", self.base);
-        Self::finish(self.auth(self.client.post(url).json(&body))).await
+        let request = self.auth(self.client.post(url).json(&body));
+        let (status, body) = Self::finish(request).await;
+        super::openapi::check_response("POST", path, status.as_u16(), &body);
+        (status, body)
     }
 
     /// Resolves an item (`resolution`, optional reference, note; a redispatch confirmed).

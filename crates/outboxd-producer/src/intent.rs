@@ -97,6 +97,7 @@ macro_rules! text_newtype {
     ($(#[$doc:meta])* $name:ident, $field:literal, $max:expr, $extra:path) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
@@ -198,6 +199,7 @@ text_newtype!(
 /// Action names are restricted to ASCII letters, digits and `_ . : -` so they are safe in
 /// metric labels, logs and URLs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct ActionName(String);
 
@@ -282,6 +284,7 @@ pub fn check_payload_version(version: i32) -> Result<i32, InvalidField> {
     Deserialize,
     sqlx::Type,
 )]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(transparent)]
 #[sqlx(transparent)]
 pub struct IntentId(i64);
@@ -325,6 +328,7 @@ impl std::str::FromStr for IntentId {
 
 /// Where an intent is in its lifecycle (see `DESIGN.md`, "Intent lifecycle").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum IntentState {
     /// Waiting for its `next_attempt_at`.

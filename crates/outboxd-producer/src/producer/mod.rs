@@ -171,11 +171,12 @@ pub struct ValidIntent {
 
 /// The receipt of an enqueue: what happened to the request, not what is true now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Enqueued {
     /// The intent's id (for a tombstone replay, the id it had before pruning).
     pub intent_id: IntentId,
     /// The idempotency key the provider sees, stored with the intent (namespaced by
-    /// tenant: see [`crate::wire_key`]).
+    /// tenant, as the `wire_key` module says).
     pub idempotency_key: String,
     /// True when this operation was already recorded with the same digest.
     pub replayed: bool,
