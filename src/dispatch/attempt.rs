@@ -133,7 +133,7 @@ fn transition_after(
         retry_after: classified.retry_after,
         now: Utc::now(),
     };
-    match decide(&input, &mut rand::thread_rng()) {
+    match decide(&input, &mut rand::rng()) {
         Decision::Delivered => Transition::Delivered {
             provider_ref: classified.provider_ref.clone(),
         },

@@ -23,7 +23,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rand::Rng;
+use rand::{Rng, RngExt};
 
 use crate::action::{AttemptClass, RetryPolicy, RetrySafety};
 use crate::provider::RetryAfter;
@@ -93,7 +93,7 @@ pub fn backoff_delay(policy: &RetryPolicy, attempts_made: u32, rng: &mut impl Rn
         .and_then(|factor| policy.initial_backoff.checked_mul(factor))
         .unwrap_or(policy.max_backoff);
     let cap = exponential.min(policy.max_backoff);
-    rng.gen_range(Duration::ZERO..=cap)
+    rng.random_range(Duration::ZERO..=cap)
 }
 
 /// Decides what follows an attempt (see the module docs for the rules).

@@ -20,7 +20,7 @@ use outboxd::intent::IntentId;
 use outboxd::store::{connect, Database};
 use outboxd::{enqueue, EnqueueError, NewIntent};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use serde_json::json;
 use support::daemon::{kill_mid_attempt, log_lines_containing, wait_settled, write_config, Daemon};
 use support::harness::{operation, tenant, test_actions, NOTIFY, REFUND};
@@ -137,14 +137,14 @@ async fn producer(
     let mut rng = StdRng::seed_from_u64(seed ^ (worker as u64) << 32);
     for n in 0..count {
         let op = format!("w{worker}-op{n}");
-        let action = if rng.gen_bool(0.3) { NOTIFY } else { REFUND };
+        let action = if rng.random_bool(0.3) { NOTIFY } else { REFUND };
         let intent = NewIntent::new(
             "acme",
             op.clone(),
             action,
             json!({"worker": worker, "n": n}),
         );
-        let roll = rng.gen_range(0..10);
+        let roll = rng.random_range(0..10);
         if roll == 0 {
             produce_until_done(&db, &intent, true).await;
             produced.lock().unwrap().rolled_back.insert(op);
@@ -332,7 +332,7 @@ async fn run(scenario: Scenario, url: &str, db: &Database, cluster: Option<&PgCl
     let step = scenario.intents / (scenario.kills + 3);
     for k in 0..scenario.kills {
         progress(&provider, step * (k + 1), &mut daemons).await;
-        let victim = rng.gen_range(0..daemons.len());
+        let victim = rng.random_range(0..daemons.len());
         let owner = owner_of(&configs[victim]);
         let open =
             kill_mid_attempt(daemons.remove(victim), db, &owner, Duration::from_secs(30)).await;

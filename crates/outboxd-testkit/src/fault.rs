@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 /// One way a response can go wrong.
 ///
@@ -218,10 +218,10 @@ impl FaultPlan {
         }
         let random = self.random.as_mut()?;
         // Always draw once per request so the sequence depends only on the request order.
-        let roll: f64 = random.rng.gen();
+        let roll: f64 = random.rng.random();
         let faults = &random.config.faults;
         if roll < random.config.probability && !faults.is_empty() {
-            let pick = random.rng.gen_range(0..faults.len());
+            let pick = random.rng.random_range(0..faults.len());
             return Some(faults[pick].clone());
         }
         None
