@@ -113,9 +113,9 @@ pub struct RetentionConfig {
     pub schedule: String,
     /// Rows (intents, or tombstones) deleted per batch; each batch is one short transaction.
     pub batch_size: u32,
-    /// Pause between two full batches, leaving the database to the dispatcher and autovacuum;
-    /// never shorter than the batch took (so a pass is busy at most half its time), and no
-    /// pause at all when zero.
+    /// Pause between two full batches, leaving the database to the dispatcher and
+    /// autovacuum; never shorter than twice the batch took (so a pass is busy at most a
+    /// third of its time), and no pause at all when zero.
     #[serde(with = "super::duration")]
     pub batch_pause: Duration,
     /// After a pass that deleted rows, `VACUUM (ANALYZE)` the tables it deleted from

@@ -8,9 +8,10 @@
 //! The batching rule is written once, here, for both kinds and both backends: each batch
 //! is one short transaction of at most `batch_size` rows chosen by index order; a short
 //! batch ends the phase; between full batches the pass pauses `batch_pause`, and at least
-//! as long as the batch took ([`pause_after`]), so a pass holds the database for at most
-//! half its time whatever a batch costs, leaving the rest to the dispatcher and autovacuum; every batch is reported to the caller (metrics) and a
-//! progress line is logged at most every [`PROGRESS_EVERY`]. Backends only run one batch.
+//! twice as long as the batch took ([`pause_after`]), so a pass holds the database for at
+//! most a third of its time whatever a batch costs, leaving the rest to the dispatcher and
+//! autovacuum; every batch is reported to the caller (metrics) and a progress line is
+//! logged at most every [`PROGRESS_EVERY`]. Backends only run one batch.
 //!
 //! The reclaiming rule is here too: with `retention.vacuum` on, a pass that deleted rows
 //! asks the store to reclaim the tables it deleted from ([`pruned_tables`]) once, after
@@ -76,14 +77,17 @@ fn before(now: DateTime<Utc>, window: Duration) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
-/// The pause after a full batch that took `took`: `batch_pause`, and at least `took`
-/// itself while pausing is on (a zero `batch_pause` means no pause at all), so a pass is
-/// busy at most half of its time.
+/// How many times a full batch's own duration the pass pauses after it, at least.
+pub const PAUSE_PER_BATCH_TIME: u32 = 2;
+
+/// The pause after a full batch that took `took`: `batch_pause`, and at least
+/// [`PAUSE_PER_BATCH_TIME`] × `took` while pausing is on (a zero `batch_pause` means no
+/// pause at all), so a pass is busy at most a third of its time.
 pub fn pause_after(took: Duration, batch_pause: Duration) -> Duration {
     if batch_pause.is_zero() {
         Duration::ZERO
     } else {
-        batch_pause.max(took)
+        batch_pause.max(took.saturating_mul(PAUSE_PER_BATCH_TIME))
     }
 }
 
@@ -280,10 +284,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pass_pauses_at_least_as_long_as_its_batch_took() {
+    fn a_pass_pauses_at_least_twice_as_long_as_its_batch_took() {
         let ms = Duration::from_millis;
         assert_eq!(pause_after(ms(10), ms(50)), ms(50));
-        assert_eq!(pause_after(ms(400), ms(50)), ms(400));
+        assert_eq!(pause_after(ms(25), ms(50)), ms(50));
+        assert_eq!(pause_after(ms(30), ms(50)), ms(60));
+        assert_eq!(pause_after(ms(400), ms(50)), ms(800));
         assert_eq!(pause_after(ms(400), Duration::ZERO), Duration::ZERO);
     }
 
