@@ -1,9 +1,9 @@
 //! What the metrics refresh costs the database with a small and a large finished history:
 //! the live-gauge statement ([`outboxd::store::LIVE_GAUGES_SQL_POSTGRES`], the one an idle
 //! daemon's gauge leader runs every 5 s) timed from the client, and on PostgreSQL the CPU
-//! its server backend used (read from `/proc` for that backend's pid). For contrast, the
-//! full-table `GROUP BY state` count the gauges used before. Target: the large history
-//! costs the same as the small one within noise.
+//! its server backend used (read from `/proc/<pid>/schedstat` for that backend's pid, in
+//! nanoseconds). For contrast, the full-table `GROUP BY state` count the gauges used
+//! before. Target: the large history costs the same as the small one within noise.
 
 use std::time::{Duration, Instant};
 
@@ -125,13 +125,13 @@ async fn postgres_cost(url: &str, refreshes: usize) -> Result<Cost, BenchError> 
     for _ in 0..10 {
         live_gauges_pg(&mut conn).await?;
     }
-    let cpu_before = super::cpu::process_seconds(pid);
+    let cpu_before = super::cpu::process_seconds_precise(pid);
     let start = Instant::now();
     for _ in 0..refreshes {
         live_gauges_pg(&mut conn).await?;
     }
     let elapsed = start.elapsed();
-    let cpu_after = super::cpu::process_seconds(pid);
+    let cpu_after = super::cpu::process_seconds_precise(pid);
     let backend_cpu_ms = match (cpu_before, cpu_after) {
         (Some(b), Some(a)) => Some((a - b) * 1000.0 / refreshes as f64),
         _ => None,
