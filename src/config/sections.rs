@@ -88,8 +88,8 @@ impl Default for DispatcherConfig {
     fn default() -> Self {
         Self {
             owner: String::new(),
-            batch_size: 100,
-            concurrency: 128,
+            batch_size: 200,
+            concurrency: 256,
             lease: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(20),

@@ -47,8 +47,9 @@ fn warn_shares_above_concurrency(config: &Config, report: &mut Report<'_>) {
 /// Runs every rule.
 pub(crate) fn warn_settings_that_cannot_help(config: &Config, report: &mut Report<'_>) {
     let d = &config.dispatcher;
-    let tuned = report.is_set("dispatcher.batch_size") || report.is_set("dispatcher.concurrency");
-    if tuned && d.concurrency < d.batch_size {
+    // Only when batch_size was set: an operator who lowered concurrency alone did not ask
+    // for the default batch_size, and a claim is bounded by the free slots anyway.
+    if report.is_set("dispatcher.batch_size") && d.concurrency < d.batch_size {
         report.warn(
             "dispatcher.batch_size",
             format!(

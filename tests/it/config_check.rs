@@ -304,6 +304,19 @@ fn sensible_tuning_and_the_defaults_do_not_warn() {
     assert_eq!(warnings_of(BASE), Vec::<String>::new());
 }
 
+#[test]
+fn lowering_concurrency_alone_does_not_warn_about_the_default_batch_size() {
+    // An upgrade that pinned concurrency = 128 leaves batch_size at its default (200).
+    let pinned = format!(
+        "[dispatcher]\nconcurrency = 128\n{}",
+        BASE.replace(
+            "base_url = \"https://pay.example.com\"\n",
+            "base_url = \"https://pay.example.com\"\nmax_in_flight = 64\n",
+        )
+    );
+    assert_eq!(warnings_of(&pinned), Vec::<String>::new());
+}
+
 /// A second provider for [`BASE`], with `extra` lines.
 fn with_second_provider(extra: &str) -> String {
     format!(
@@ -315,15 +328,15 @@ fn with_second_provider(extra: &str) -> String {
 
 #[test]
 fn providers_sharing_more_slots_than_there_are_is_warned_about() {
-    // 100 + the other's default share (128 / 2 = 64) = 164 slots wanted, 128 there.
-    let over = with_second_provider("max_in_flight = 100");
+    // 200 + the other's default share (256 / 2 = 128) = 328 slots wanted, 256 there.
+    let over = with_second_provider("max_in_flight = 200");
     let warnings = warnings_of(&over);
     assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert!(
-        warnings[0].starts_with("warning: dispatcher.concurrency: 128 is below the providers' max_in_flight added up (164)"),
+        warnings[0].starts_with("warning: dispatcher.concurrency: 256 is below the providers' max_in_flight added up (328)"),
         "{warnings:#?}"
     );
-    // Within the slots, and the defaults (64 + 64), say nothing.
+    // Within the slots, and the defaults (128 + 128), say nothing.
     assert_eq!(
         warnings_of(&with_second_provider("max_in_flight = 64")),
         Vec::<String>::new()

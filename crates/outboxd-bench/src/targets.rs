@@ -105,7 +105,7 @@ const TARGETS: &[(&str, Source, Goal)] = &[
         Goal::AtMost(10.0),
     ),
     (
-        "defaults: end-to-end at defaults / best of the sweep",
+        "defaults: sweep, defaults / best confirmed setting",
         Source::Key("sweep_default_ratio"),
         Goal::AtLeast(0.95),
     ),

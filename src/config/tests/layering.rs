@@ -20,8 +20,8 @@ fn defaults_are_a_valid_sqlite_config_without_providers() {
     assert_eq!(config.database.url, "sqlite://outboxd.db");
     assert!(!config.database.is_postgres());
     assert_eq!(config.database.max_connections, 8);
-    assert_eq!(config.dispatcher.batch_size, 100);
-    assert_eq!(config.dispatcher.concurrency, 128);
+    assert_eq!(config.dispatcher.batch_size, 200);
+    assert_eq!(config.dispatcher.concurrency, 256);
     assert_eq!(config.dispatcher.lease, Duration::from_secs(30));
     assert_eq!(config.dispatcher.shutdown_grace, Duration::from_secs(20));
     assert_eq!(config.admin.listen.to_string(), "127.0.0.1:8080");
@@ -142,7 +142,7 @@ fn environment_problems_name_the_variable() {
 #[test]
 fn malformed_environment_names_are_ignored_with_a_warning() {
     let loaded = load_ok("", &[("OUTBOXD__DISPATCHER____CONCURRENCY", "3")]);
-    assert_eq!(loaded.config.dispatcher.concurrency, 128);
+    assert_eq!(loaded.config.dispatcher.concurrency, 256);
     assert!(loaded.warnings[0].contains("OUTBOXD__DISPATCHER____CONCURRENCY"));
 }
 

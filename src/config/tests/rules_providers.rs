@@ -199,7 +199,7 @@ fn max_in_flight_defaults_to_an_equal_share_of_concurrency() {
     let one = load_ok(super::BASE, &[]).config;
     assert_eq!(
         one.max_in_flight("payments"),
-        128,
+        256,
         "one provider: every slot"
     );
     let two = format!(
