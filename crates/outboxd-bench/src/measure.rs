@@ -144,3 +144,21 @@ pub fn sorted(mut values: Vec<f64>) -> Vec<f64> {
     values.sort_by(f64::total_cmp);
     values
 }
+
+/// The median of `rates` (the middle pair averaged for an even count; 0 when empty).
+pub fn median(rates: &mut [f64]) -> f64 {
+    rates.sort_by(f64::total_cmp);
+    match rates.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => rates[n / 2],
+        n => (rates[n / 2 - 1] + rates[n / 2]) / 2.0,
+    }
+}
+
+/// `lo–hi/s` of `rates`, for a report line.
+pub fn spread(rates: &[f64]) -> String {
+    let (lo, hi) = rates
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+    format!("{lo:.0}–{hi:.0}/s")
+}

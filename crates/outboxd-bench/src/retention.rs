@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use sqlx::Connection;
 
+use super::measure::{median, spread};
 use super::report::Report;
 use super::setup::{insert_finished, is_postgres, seed, seed_finished_fast, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
@@ -164,12 +165,6 @@ pub async fn throughput_while_pruning(
                 .await?;
         }
     }
-    let spread = |rates: &[f64]| {
-        let (lo, hi) = rates
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
-        format!("{lo:.0}–{hi:.0}/s")
-    };
     println!(
         "   pruning: {rounds} round(s) of {n} intents; quiet drains {}, drains while pruning {}",
         spread(&quiet),
@@ -208,15 +203,6 @@ pub async fn throughput_while_pruning(
     );
     bench.drop_now().await;
     Ok(())
-}
-
-fn median(rates: &mut [f64]) -> f64 {
-    rates.sort_by(f64::total_cmp);
-    match rates.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => rates[n / 2],
-        n => (rates[n / 2 - 1] + rates[n / 2]) / 2.0,
-    }
 }
 
 /// Table + index size of `outbox_intents` over four windows of steady load, each window's

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use super::daemon::{config, Daemon, ProviderSpec};
-use super::measure::{delivered_sql, delivery_rate, wait_count};
+use super::measure::{delivered_sql, delivery_rate, median, spread, wait_count};
 use super::report::Report;
 use super::setup::{seed, BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
@@ -164,12 +164,6 @@ pub async fn run(
     for which in confirmation_order(settings.len(), rounds) {
         rates[which].push(drain(options, provider, settings[which], n).await?);
     }
-    let spread = |rates: &[f64]| {
-        let (lo, hi) = rates
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
-        format!("{lo:.0}–{hi:.0}/s")
-    };
     println!(
         "   sweep: the grid's {} drains at the defaults {}; then {rounds} balanced rounds:",
         grid_defaults.len(),
@@ -206,15 +200,6 @@ pub async fn run(
         medians[0] / best_median.max(1e-9),
     );
     Ok(())
-}
-
-fn median(rates: &mut [f64]) -> f64 {
-    rates.sort_by(f64::total_cmp);
-    match rates.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => rates[n / 2],
-        n => (rates[n / 2 - 1] + rates[n / 2]) / 2.0,
-    }
 }
 
 #[cfg(test)]
