@@ -111,16 +111,20 @@ pub struct RetentionReport {
     pub vacuumed: Vec<PrunedTable>,
 }
 
-/// The tables a pass deleted from, as its report says: an intent takes its attempts and
-/// reconciliation items with it; expired tombstones are their own table.
+/// The tables pruning intents deletes from: an intent takes its attempts and
+/// reconciliation items with it.
+pub const TABLES_PRUNING_INTENTS: [PrunedTable; 3] = [
+    PrunedTable::Intents,
+    PrunedTable::Attempts,
+    PrunedTable::ReconciliationItems,
+];
+
+/// The tables a pass deleted from, as its report says ([`TABLES_PRUNING_INTENTS`];
+/// expired tombstones are their own table).
 pub fn pruned_tables(report: &RetentionReport) -> Vec<PrunedTable> {
     let mut tables = Vec::new();
     if report.intents_pruned > 0 {
-        tables.extend([
-            PrunedTable::Intents,
-            PrunedTable::Attempts,
-            PrunedTable::ReconciliationItems,
-        ]);
+        tables.extend(TABLES_PRUNING_INTENTS);
     }
     if report.tombstones_pruned > 0 {
         tables.push(PrunedTable::Tombstones);

@@ -22,7 +22,7 @@ use super::setup::{insert_finished, is_postgres, seed, seed_finished_fast, Bench
 use super::{BenchError, BenchOptions};
 use outboxd::action::{RetryPolicy, RetrySafety};
 use outboxd::dispatch::{ActionRuntime, ActionTable, Dispatcher, DispatcherSettings};
-use outboxd::reconcile::retention::DEFAULT_BATCH_SIZE;
+use outboxd::reconcile::retention::{DEFAULT_BATCH_SIZE, TABLES_PRUNING_INTENTS};
 use outboxd::reconcile::{
     run_retention_observed, run_retention_once, RetentionBatch, RetentionSettings,
 };
@@ -157,13 +157,14 @@ pub async fn throughput_while_pruning(
         }
         pruning_time += elapsed;
         busy.push(drained.delivered as f64 / elapsed.as_secs_f64().max(1e-9));
-        // An aborted pass never reaches its own VACUUM: reclaim here, outside the timed
-        // drains, so dead rows of this round do not land on the next quiet drain.
-        if let Database::Postgres(pool) = &bench.db {
-            sqlx::query("VACUUM (ANALYZE) outbox_intents, outbox_attempts")
-                .execute(pool)
-                .await?;
-        }
+        // An aborted pass never reaches its own reclaim (VACUUM on PostgreSQL): do it
+        // here, outside the timed drains, so dead rows of this round do not land on the
+        // next quiet drain.
+        bench
+            .db
+            .retention_store()
+            .reclaim(&TABLES_PRUNING_INTENTS)
+            .await?;
     }
     println!(
         "   pruning: {rounds} round(s) of {n} intents; quiet drains {}, drains while pruning {}",

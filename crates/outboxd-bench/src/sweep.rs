@@ -34,6 +34,16 @@ impl Point {
         }
     }
 
+    /// Whether this point is the shipped defaults written out (one provider, so its
+    /// `max_in_flight` defaults to all of `concurrency`).
+    fn is_the_defaults(&self) -> bool {
+        let d = outboxd::config::DispatcherConfig::default();
+        let share = outboxd::config::default_max_in_flight(d.concurrency as usize, 1);
+        self.concurrency == Some(d.concurrency)
+            && self.batch_size == Some(d.batch_size)
+            && self.max_in_flight.map(|m| m as usize) == Some(share)
+    }
+
     fn label(&self) -> String {
         let show = |v: Option<u32>| v.map_or("default".to_owned(), |v| v.to_string());
         format!(
@@ -147,7 +157,9 @@ pub async fn run(
             rate,
             "intents/s",
         );
-        if point.concurrency.is_none() {
+        // A grid point that spells out the defaults is a drain of the defaults, never a
+        // candidate: confirmed, it would compare the defaults with themselves.
+        if point.concurrency.is_none() || point.is_the_defaults() {
             grid_defaults.push(rate);
         } else {
             ranked.push((rate, point));
@@ -205,6 +217,18 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_defaults_written_out_are_recognised() {
+        let d = outboxd::config::DispatcherConfig::default();
+        let spelled = Point::new(d.concurrency, d.batch_size, d.concurrency);
+        assert!(spelled.is_the_defaults());
+        assert!(!Point::new(d.concurrency, d.batch_size / 2, d.concurrency).is_the_defaults());
+        assert!(
+            !Point::default().is_the_defaults(),
+            "unset is handled apart"
+        );
+    }
 
     #[test]
     fn confirmation_rounds_alternate_direction() {
