@@ -22,6 +22,7 @@ mod demo;
 mod digest_properties;
 mod digest_vectors;
 mod dispatch_outcomes;
+mod dispatcher_pool;
 mod fault_suite;
 mod hostile_input;
 mod key_expiry;

@@ -121,15 +121,17 @@ pub fn start_for_latency(
     start_daemon(options, url, provider)
 }
 
-/// Waits until the daemon's LISTEN connection is registered (PostgreSQL).
+/// Waits until the daemon's LISTEN connection is registered (PostgreSQL): its own channel,
+/// not the benchmark's (the latency run listens on one of its own before the daemon
+/// starts; matching any `LISTEN` counted the daemon's start-up as latency).
 pub async fn wait_ready(db: &Database, limit: Duration) -> Result<(), BenchError> {
     let until = Instant::now() + limit;
+    let sql = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%{}%'",
+        outboxd::dispatch::wakeup::CHANNEL
+    );
     while Instant::now() < until {
-        let listening = count(
-            db,
-            "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%'",
-        )
-        .await?;
+        let listening = count(db, &sql).await?;
         if listening > 0 {
             return Ok(());
         }

@@ -241,6 +241,39 @@ pub async fn run_sweep(options: &BenchOptions) -> Result<report::Report, BenchEr
     Ok(report)
 }
 
+/// One measurement that `--only` runs alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Only {
+    /// The latency run at the offered load (PostgreSQL).
+    Latency,
+    /// The rate-limit scenario.
+    RateLimit,
+}
+
+/// Only one measurement, with its own table (targets of the others read as missing).
+pub async fn run_only(options: &BenchOptions, only: Only) -> Result<report::Report, BenchError> {
+    let mut report = report::Report::new(options);
+    match only {
+        Only::Latency => {
+            if !setup::is_postgres(&options.database) {
+                return Err(BenchError::Failed(
+                    "the latency run needs PostgreSQL (--database postgres://...)".into(),
+                ));
+            }
+            let provider = fast_provider()?;
+            report.section("latency");
+            latency::offered_load(options, &provider, &mut report).await?;
+        }
+        Only::RateLimit => {
+            report.section("rate limit");
+            ratelimit::run(options, options.scenarios.rate_limit_intents, &mut report).await?;
+        }
+    }
+    report.finish();
+    targets::print(&report, options.smoke);
+    Ok(report)
+}
+
 /// The issue-15 scenarios.
 async fn scenarios(
     options: &BenchOptions,

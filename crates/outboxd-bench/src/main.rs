@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use outboxd_bench::{run, run_scale_ops, BenchOptions, Scenarios};
+use outboxd_bench::{run, run_only, run_scale_ops, BenchOptions, Only, Scenarios};
 
 /// Measures outboxd's throughput, latency and cost against ceilings taken in the same run.
 #[derive(Debug, Parser)]
@@ -54,6 +54,10 @@ struct Args {
     /// Run only the sweep of settings against the defaults.
     #[arg(long)]
     only_sweep: bool,
+    /// Run only one figure's measurement, to iterate on it (`latency`: the offered load,
+    /// PostgreSQL; `rate-limit`: the rate-limit scenario).
+    #[arg(long, value_enum)]
+    only: Option<Only>,
     /// A small run for CI: a few hundred intents, short phases, no targets.
     #[arg(long)]
     smoke: bool,
@@ -106,7 +110,9 @@ async fn main() -> ExitCode {
         options.prune_rows = 5_000;
         options.scenarios = Scenarios::smoke();
     }
-    let result = if args.only_sweep {
+    let result = if let Some(only) = args.only {
+        run_only(&options, only).await
+    } else if args.only_sweep {
         outboxd_bench::run_sweep(&options).await
     } else if args.scale_ops_only {
         run_scale_ops(&options).await
