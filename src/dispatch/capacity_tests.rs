@@ -19,28 +19,92 @@ fn warmed(limits: ProviderLimits) -> ProviderGate {
     let (now, mut g) = (Instant::now(), ProviderGate::new(limits));
     while g.window() < limits.max_in_flight {
         g.start(1, now);
+        if g.rate_tokens().is_some() {
+            g.token_taken(false, now); // as the request's task does before it sends
+        }
         g.finish(ProviderSignal::Answered, now);
     }
     g
 }
 
-#[test]
-fn the_rate_limit_grants_the_burst_then_waits() {
-    let now = Instant::now();
-    // Warming the window up sends nothing through the rate limiter (only `take` does).
-    let mut g = warmed(ProviderLimits {
+fn rate_limited(per_second: u32, burst: u32) -> ProviderGate {
+    warmed(ProviderLimits {
         max_in_flight: 100,
         rate_limit: Some(RateLimit {
-            per_second: NonZeroU32::new(10).unwrap(),
-            burst: NonZeroU32::new(4).unwrap(),
+            per_second: NonZeroU32::new(per_second).unwrap(),
+            burst: NonZeroU32::new(burst).unwrap(),
         }),
         ..limits()
+    })
+}
+
+#[test]
+fn with_a_rate_limit_claims_run_only_a_short_way_ahead_of_the_tokens() {
+    let now = Instant::now();
+    // 10/s with a burst of 4: the burst plus the tokens due within RATE_CLAIM_AHEAD (one).
+    let mut g = rate_limited(10, 4);
+    assert_eq!(g.take(10, now), 5);
+    g.start(5, now);
+    assert_eq!(g.take(10, now), 0, "five wait for their tokens");
+    assert!(g.token_taken(false, now), "nothing shut the provider");
+    assert_eq!(
+        g.take(10, now),
+        1,
+        "one took its token: one more may be claimed"
+    );
+    assert!(g.token_taken(true, now));
+    assert_eq!(g.rate_limited(), 1, "one request had to wait");
+    assert_eq!(g.reopens_at(now), None, "the rate limiter is not a pause");
+    // Without a rate limit nothing is held back.
+    let mut free = warmed(ProviderLimits {
+        max_in_flight: 100,
+        ..limits()
     });
-    assert_eq!(g.take(10, now), 4, "the burst");
-    assert_eq!(g.take(10, now), 0, "then the limiter is dry");
-    assert_eq!(g.rate_limited(), 2, "both claims ran the limiter dry");
-    let reopens = g.reopens_at(now).expect("a wait for the next token");
-    assert!(reopens > now && reopens <= now + Duration::from_millis(110));
+    assert_eq!(free.take(10, now), 10);
+    assert!(free.rate_tokens().is_none());
+}
+
+#[test]
+fn a_fast_rate_claims_fifty_milliseconds_of_tokens_ahead() {
+    let now = Instant::now();
+    let mut g = rate_limited(1000, 1);
+    assert_eq!(g.take(500, now), 51, "the burst and 50 ms at 1,000/s");
+}
+
+#[test]
+fn a_request_that_waited_through_a_pause_is_not_sent() {
+    let now = Instant::now();
+    let mut g = rate_limited(10, 1);
+    g.start(2, now);
+    assert!(g.token_taken(false, now));
+    g.finish(ProviderSignal::PauseFor(Duration::from_secs(5)), now);
+    assert!(
+        !g.token_taken(true, now),
+        "the provider asked to wait meanwhile"
+    );
+    let mut g = rate_limited(10, 1);
+    g.start(3, now);
+    for _ in 0..2 {
+        g.finish(ProviderSignal::Failed, now); // breaker_failures = 2: open
+    }
+    assert!(!g.token_taken(true, now), "the breaker opened meanwhile");
+}
+
+#[tokio::test]
+async fn rate_tokens_give_the_burst_at_once_then_one_per_interval() {
+    let g = rate_limited(20, 2);
+    let tokens = g.rate_tokens().expect("a rate limit");
+    let started = std::time::Instant::now();
+    assert!(!tokens.take().await, "the burst");
+    assert!(!tokens.take().await, "the burst");
+    assert!(tokens.take().await, "the third waits");
+    assert!(tokens.take().await, "and the fourth");
+    // Two tokens after the burst at 20/s: at least two intervals of 50 ms.
+    assert!(
+        started.elapsed() >= Duration::from_millis(95),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

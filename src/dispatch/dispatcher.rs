@@ -89,6 +89,17 @@ pub(super) enum Finished {
     Release(Release),
 }
 
+impl Finished {
+    /// `intent` handed back unsent, fenced by its claim, for `reason`.
+    pub(super) fn handed_back(intent: &ClaimedIntent, reason: impl Into<String>) -> Finished {
+        Finished::Release(Release {
+            intent_id: intent.id,
+            fencing_token: intent.fencing_token,
+            reason: reason.into(),
+        })
+    }
+}
+
 /// Claims, delivers and records intents for the configured actions.
 pub struct Dispatcher {
     pub(super) store: Arc<dyn ClaimStore>,
@@ -256,11 +267,7 @@ impl Dispatcher {
         if let Some(reason) = short {
             tracing::warn!(intent_id = intent.id.get(), tenant = %intent.tenant,
                 action = %intent.action, %reason, "lease too short to send; released");
-            return Finished::Release(Release {
-                intent_id: intent.id,
-                fencing_token: intent.fencing_token,
-                reason,
-            });
+            return Finished::handed_back(&intent, reason);
         }
         match action {
             Some(action) if !self.stopping.load(Ordering::SeqCst) => {
@@ -270,11 +277,7 @@ impl Dispatcher {
                 }
                 Finished::Outcome(outcome)
             }
-            _ => Finished::Release(Release {
-                intent_id: intent.id,
-                fencing_token: intent.fencing_token,
-                reason: "released unsent (dispatcher shutting down)".to_owned(),
-            }),
+            _ => Finished::handed_back(&intent, "released unsent (dispatcher shutting down)"),
         }
     }
 

@@ -269,14 +269,15 @@ impl Dispatcher {
                 m.observe_claim(claimed.len());
             }
             full |= claimed.len() == limit;
-            {
+            let rate = {
                 let mut lanes = lock(lanes);
                 let lane = lanes.get_mut(&provider).expect("lanes are fixed at start");
                 lane.turns.advance(&share, request.limit, &claimed);
                 if !claimed.is_empty() {
                     lane.gate.start(claimed.len(), Instant::now());
                 }
-            }
+                lane.gate.rate_tokens()
+            };
             for intent in claimed {
                 let lease_expiry = super::lease::local_expiry(claim_started, &intent);
                 let permit = slots.clone().try_acquire_owned().expect("one claimer");
@@ -286,9 +287,26 @@ impl Dispatcher {
                     finished.clone(),
                     outcomes.clone(),
                 );
-                let provider = provider.clone();
+                let (provider, rate) = (provider.clone(), rate.clone());
                 requests.spawn(async move {
-                    let done = this.deliver_or_release(intent, lease_expiry).await;
+                    let done = match rate {
+                        Some(tokens) => {
+                            // The token is taken here, just before the send (see
+                            // `capacity::RATE_CLAIM_AHEAD`); its room to claim ahead wakes
+                            // the claimer.
+                            let waited = tokens.take().await;
+                            let may_send = lock(&lanes)
+                                .get_mut(&provider)
+                                .is_none_or(|lane| lane.gate.token_taken(waited, Instant::now()));
+                            finished.notify_one();
+                            if may_send {
+                                this.deliver_or_release(intent, lease_expiry).await
+                            } else {
+                                Finished::handed_back(&intent, "released unsent (the provider was paused, or its breaker opened, while it waited for its rate limit)")
+                            }
+                        }
+                        None => this.deliver_or_release(intent, lease_expiry).await,
+                    };
                     let signal = match &done {
                         Finished::Outcome(outcome) => ProviderSignal::of(outcome),
                         Finished::Release(_) => ProviderSignal::Silent,

@@ -1,7 +1,7 @@
 //! Per-provider bulkhead gauges, set by the delivery pipeline after each claim round:
 //! requests in flight, the adaptive send window, whether the circuit breaker is open (or
-//! half open), whether a `Retry-After` pause is in force, and how often a claim found the
-//! rate limiter dry.
+//! half open), whether a `Retry-After` pause is in force, and how many requests waited for
+//! the rate limiter.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -59,7 +59,7 @@ impl ProviderGauges {
         );
         registry.register(
             "provider_rate_limited",
-            "Claims that found the provider's rate limiter dry (since start)",
+            "Requests that waited for the provider's rate limiter (since start)",
             gauges.rate_limited.clone(),
         );
         gauges

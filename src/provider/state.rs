@@ -13,7 +13,7 @@ pub struct ProviderState {
     pub breaker: &'static str,
     /// Whether a `Retry-After` pause is in force.
     pub paused: bool,
-    /// How often a claim found its rate limiter dry.
+    /// How many requests had to wait for their rate-limit token.
     pub rate_limited: u64,
     /// Its `max_in_flight`.
     pub max_in_flight: usize,

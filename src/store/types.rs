@@ -369,7 +369,7 @@ pub struct ProviderStateRow {
     /// `max_in_flight`). `None` for a row a daemon of schema 5 or earlier published.
     #[schema(minimum = 0)]
     pub send_window: Option<i64>,
-    /// Claims that found the provider's rate limiter dry, since the daemon started.
+    /// Requests that waited for the provider's rate limiter, since the daemon started.
     pub rate_limited_waits: i64,
     /// `closed`, `open` or `half_open`.
     #[schema(schema_with = super::schema::breaker_state)]

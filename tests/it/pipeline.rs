@@ -443,8 +443,79 @@ async fn rate_limit_spaces_requests(t: &TestDb) {
     assert!(states[0].rate_limited > 0, "{states:?}");
 }
 
+/// With a rate limit, intents are claimed a little ahead of their tokens and wait for them;
+/// one still waiting when a `Retry-After` pause begins is handed back unsent, so nothing
+/// reaches the provider during the pause and no attempt is spent.
+async fn a_request_waiting_for_its_token_through_a_pause_is_not_sent(t: &TestDb) {
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    let run = start(
+        t,
+        vec![action(
+            "metered",
+            &provider,
+            ProviderLimits {
+                rate_limit: Some(outboxd::dispatch::RateLimit {
+                    per_second: std::num::NonZeroU32::new(4).unwrap(),
+                    burst: std::num::NonZeroU32::new(1).unwrap(),
+                }),
+                ..limits(8)
+            },
+            Duration::from_secs(5),
+        )],
+        settings(8),
+    )
+    .await;
+    // Four answers grow the send window past one, so two intents can be claimed at once.
+    enqueue_n(t, "metered", 4).await;
+    wait_for("4 effects", Duration::from_secs(20), || {
+        provider.effect_count() == 4
+    })
+    .await;
+    provider.push_fault(FaultRule {
+        matcher: Matcher::Any,
+        fault: Fault::StatusWithoutApply {
+            status: 429,
+            retry_after: Some("1".to_owned()),
+        },
+        times: 1,
+    });
+    for op in ["paused-a", "paused-b"] {
+        enqueue_committed(
+            &t.db,
+            NewIntent::new("acme", op, "metered", json!({"op": op})),
+        )
+        .await;
+    }
+    wait_for("6 effects", Duration::from_secs(20), || {
+        provider.effect_count() == 6
+    })
+    .await;
+    run.stop().await;
+    let requests = provider.requests();
+    assert_eq!(
+        requests.len(),
+        7,
+        "four, one 429, then the two: {requests:?}"
+    );
+    let gap = requests[5].at - requests[4].at;
+    assert!(
+        gap >= chrono::Duration::milliseconds(900),
+        "a request went {gap:?} into the 1 s pause"
+    );
+    let store = t.db.store();
+    for op in ["paused-a", "paused-b"] {
+        let intent = store
+            .find_intent(&tenant("acme"), &operation(op))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(intent.state, IntentState::Delivered, "{op}");
+    }
+}
+
 both_backends!(
     rate_limit_spaces_requests,
+    a_request_waiting_for_its_token_through_a_pause_is_not_sent,
     provider_never_sees_more_than_max_in_flight,
     hanging_provider_does_not_delay_another,
     breaker_stops_claims_and_recovers,
