@@ -99,14 +99,20 @@ impl Breaker {
     }
 }
 
-/// How far ahead of its rate limiter a provider's intents are claimed: the tokens that
-/// come due within this time (plus the burst). A claimed intent waits for its token in its
+/// How far ahead of its rate limiter a provider's intents are claimed: as many as tokens
+/// come due within this time, at least one. A claimed intent waits for its token in its
 /// own task and goes out the moment the token is due, so the claim statement's latency
 /// never delays a token; GCRA with a small burst forgets every moment a token is left
 /// unused, so a token taken late (at claim time, by a claimer that woke late) lowered the
-/// sustained rate (41 of 50/s on SQLite). Bounded, so a claimed intent waits at most about
-/// this long for its token, far inside its lease.
+/// sustained rate (41 of 50/s on SQLite). A claimed intent waits at most this long, or one
+/// token interval if that is longer (at most 1 s: `per_second` is at least 1), far inside
+/// its lease and the shutdown grace period.
 pub const RATE_CLAIM_AHEAD: Duration = Duration::from_millis(50);
+
+/// How often a provider had been shut (breaker opened, `Retry-After` pause) when a request
+/// was claimed ([`ProviderGate::start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutCount(u64);
 
 /// A provider's rate limiter, shared with the requests that wait on it.
 #[derive(Debug, Clone)]
@@ -145,6 +151,9 @@ pub struct ProviderGate {
     rate: Option<RateTokens>,
     /// Claimed requests that have not taken their rate token yet.
     awaiting_token: usize,
+    /// Counts the breaker's openings and the `Retry-After` pauses: a request that waited
+    /// for its token while it changed is not sent ([`ProviderGate::token_taken`]).
+    shut_count: u64,
     /// How many may wait for a token at once ([`RATE_CLAIM_AHEAD`]).
     claim_ahead: usize,
     /// How many requests had to wait for a rate token (for status and metrics).
@@ -156,7 +165,7 @@ impl ProviderGate {
     pub fn new(limits: ProviderLimits) -> Self {
         let claim_ahead = limits.rate_limit.map_or(0, |r| {
             let due = f64::from(r.per_second.get()) * RATE_CLAIM_AHEAD.as_secs_f64();
-            r.burst.get() as usize + (due.ceil() as usize).max(1)
+            (due.ceil() as usize).max(1)
         });
         Self {
             limits,
@@ -166,6 +175,7 @@ impl ProviderGate {
             breaker: Breaker::Closed { failures: 0 },
             rate: limits.rate_limit.map(RateTokens::new),
             awaiting_token: 0,
+            shut_count: 0,
             claim_ahead,
             rate_limited: 0,
         }
@@ -182,7 +192,7 @@ impl ProviderGate {
     }
 
     /// How many of `want` intents may be claimed now: [`ProviderGate::available`], and
-    /// with a rate limit at most [`RATE_CLAIM_AHEAD`]'s worth of tokens ahead of the
+    /// with a rate limit at most [`RATE_CLAIM_AHEAD`]'s worth of tokens, counting the
     /// requests still waiting for theirs.
     pub fn take(&mut self, want: usize, now: Instant) -> usize {
         let room = self.available(now).min(want);
@@ -199,12 +209,19 @@ impl ProviderGate {
     }
 
     /// A claimed request took its rate token (`waited`: it had to wait for it). Whether it
-    /// may still go: not when a `Retry-After` pause or an open breaker began while it
-    /// waited (it is handed back unsent, spending no attempt).
-    pub fn token_taken(&mut self, waited: bool, now: Instant) -> bool {
+    /// may still go: not when the breaker opened or a `Retry-After` pause began since it
+    /// was claimed at `claimed_at` (a [`ProviderGate::start`] value); such a request is
+    /// handed back unsent, spending no attempt, and is no longer in flight (its task does
+    /// not call [`ProviderGate::finish`]: it says nothing about the provider, and must
+    /// not count as the half-open breaker's trial).
+    pub fn token_taken(&mut self, claimed_at: ShutCount, waited: bool) -> bool {
         self.awaiting_token = self.awaiting_token.saturating_sub(1);
         self.rate_limited += u64::from(waited);
-        self.paused_until(now).is_none() && !matches!(self.breaker(now), Breaker::Open { .. })
+        if claimed_at.0 == self.shut_count {
+            return true;
+        }
+        self.in_flight = self.in_flight.saturating_sub(1);
+        false
     }
 
     /// Requests in flight now.
@@ -259,8 +276,9 @@ impl ProviderGate {
         pause.max(cooldown)
     }
 
-    /// `n` requests were claimed and are about to be sent.
-    pub fn start(&mut self, n: usize, now: Instant) {
+    /// `n` requests were claimed and are about to be sent. Returns what
+    /// [`ProviderGate::token_taken`] compares with.
+    pub fn start(&mut self, n: usize, now: Instant) -> ShutCount {
         self.in_flight += n;
         if self.rate.is_some() {
             self.awaiting_token += n;
@@ -272,6 +290,7 @@ impl ProviderGate {
                 };
             }
         }
+        ShutCount(self.shut_count)
     }
 
     /// A request finished with `signal`.
@@ -295,6 +314,7 @@ impl ProviderGate {
                 let until = now + wait.min(self.limits.max_pause);
                 self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
                 self.breaker = Breaker::Closed { failures: 0 };
+                self.shut_count += 1;
             }
             ProviderSignal::Failed => self.fail(now),
         }
@@ -312,6 +332,7 @@ impl ProviderGate {
             Breaker::Closed { failures } if failures + 1 >= self.limits.breaker_failures => {
                 tracing::warn!(cooldown = ?self.limits.breaker_cooldown, "provider failing; circuit breaker opened");
                 self.window.restart();
+                self.shut_count += 1;
                 open
             }
             Breaker::Closed { failures } => Breaker::Closed {
@@ -319,6 +340,7 @@ impl ProviderGate {
             },
             Breaker::HalfOpen { .. } | Breaker::Open { .. } => {
                 self.window.restart();
+                self.shut_count += 1;
                 open
             }
         };

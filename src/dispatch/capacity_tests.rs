@@ -18,9 +18,9 @@ fn limits() -> ProviderLimits {
 fn warmed(limits: ProviderLimits) -> ProviderGate {
     let (now, mut g) = (Instant::now(), ProviderGate::new(limits));
     while g.window() < limits.max_in_flight {
-        g.start(1, now);
+        let claimed_at = g.start(1, now);
         if g.rate_tokens().is_some() {
-            g.token_taken(false, now); // as the request's task does before it sends
+            g.token_taken(claimed_at, false); // as the request's task does before it sends
         }
         g.finish(ProviderSignal::Answered, now);
     }
@@ -41,18 +41,21 @@ fn rate_limited(per_second: u32, burst: u32) -> ProviderGate {
 #[test]
 fn with_a_rate_limit_claims_run_only_a_short_way_ahead_of_the_tokens() {
     let now = Instant::now();
-    // 10/s with a burst of 4: the burst plus the tokens due within RATE_CLAIM_AHEAD (one).
-    let mut g = rate_limited(10, 4);
-    assert_eq!(g.take(10, now), 5);
-    g.start(5, now);
-    assert_eq!(g.take(10, now), 0, "five wait for their tokens");
-    assert!(g.token_taken(false, now), "nothing shut the provider");
+    // 40/s: the tokens due within RATE_CLAIM_AHEAD (50 ms) are two, whatever the burst.
+    let mut g = rate_limited(40, 10);
+    assert_eq!(g.take(10, now), 2);
+    let claimed_at = g.start(2, now);
+    assert_eq!(g.take(10, now), 0, "two wait for their tokens");
+    assert!(
+        g.token_taken(claimed_at, false),
+        "nothing shut the provider"
+    );
     assert_eq!(
         g.take(10, now),
         1,
         "one took its token: one more may be claimed"
     );
-    assert!(g.token_taken(true, now));
+    assert!(g.token_taken(claimed_at, true));
     assert_eq!(g.rate_limited(), 1, "one request had to wait");
     assert_eq!(g.reopens_at(now), None, "the rate limiter is not a pause");
     // Without a rate limit nothing is held back.
@@ -65,29 +68,64 @@ fn with_a_rate_limit_claims_run_only_a_short_way_ahead_of_the_tokens() {
 }
 
 #[test]
-fn a_fast_rate_claims_fifty_milliseconds_of_tokens_ahead() {
+fn claims_run_fifty_milliseconds_of_tokens_ahead_and_at_least_one() {
     let now = Instant::now();
-    let mut g = rate_limited(1000, 1);
-    assert_eq!(g.take(500, now), 51, "the burst and 50 ms at 1,000/s");
+    assert_eq!(rate_limited(1000, 500).take(500, now), 50);
+    assert_eq!(
+        rate_limited(1, 60).take(500, now),
+        1,
+        "one token interval ahead"
+    );
 }
 
 #[test]
-fn a_request_that_waited_through_a_pause_is_not_sent() {
+fn a_request_that_waited_through_a_pause_or_a_breaker_opening_is_not_sent() {
     let now = Instant::now();
     let mut g = rate_limited(10, 1);
-    g.start(2, now);
-    assert!(g.token_taken(false, now));
+    let claimed_at = g.start(2, now);
+    assert!(g.token_taken(claimed_at, false));
     g.finish(ProviderSignal::PauseFor(Duration::from_secs(5)), now);
     assert!(
-        !g.token_taken(true, now),
+        !g.token_taken(claimed_at, true),
         "the provider asked to wait meanwhile"
     );
+    assert_eq!(
+        g.in_flight(),
+        0,
+        "the one handed back is no longer in flight"
+    );
+
     let mut g = rate_limited(10, 1);
-    g.start(3, now);
+    let claimed_at = g.start(3, now);
     for _ in 0..2 {
+        assert!(g.token_taken(claimed_at, false));
         g.finish(ProviderSignal::Failed, now); // breaker_failures = 2: open
     }
-    assert!(!g.token_taken(true, now), "the breaker opened meanwhile");
+    assert!(
+        !g.token_taken(claimed_at, true),
+        "the breaker opened meanwhile"
+    );
+}
+
+#[test]
+fn a_stale_waiter_is_not_the_half_open_trial() {
+    let now = Instant::now();
+    let mut g = rate_limited(10, 1);
+    let before = g.start(3, now);
+    for _ in 0..2 {
+        assert!(g.token_taken(before, false));
+        g.finish(ProviderSignal::Failed, now); // the second opens the breaker
+    }
+    let later = now + Duration::from_secs(11);
+    assert_eq!(g.breaker(later).as_str(), "half_open");
+    assert_eq!(g.take(5, later), 0, "the waiter still counts as in flight");
+    // The request claimed before the breaker opened gets its token only now: refused,
+    // and it does not use up the trial.
+    assert!(!g.token_taken(before, true));
+    assert_eq!(g.take(5, later), 1, "one trial");
+    let trial = g.start(1, later);
+    assert_eq!(g.take(5, later), 0, "no second trial");
+    assert!(g.token_taken(trial, true), "the trial goes");
 }
 
 #[tokio::test]

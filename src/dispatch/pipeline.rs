@@ -269,14 +269,12 @@ impl Dispatcher {
                 m.observe_claim(claimed.len());
             }
             full |= claimed.len() == limit;
-            let rate = {
+            let (rate, claimed_at) = {
                 let mut lanes = lock(lanes);
                 let lane = lanes.get_mut(&provider).expect("lanes are fixed at start");
                 lane.turns.advance(&share, request.limit, &claimed);
-                if !claimed.is_empty() {
-                    lane.gate.start(claimed.len(), Instant::now());
-                }
-                lane.gate.rate_tokens()
+                let claimed_at = lane.gate.start(claimed.len(), Instant::now());
+                (lane.gate.rate_tokens(), claimed_at)
             };
             for intent in claimed {
                 let lease_expiry = super::lease::local_expiry(claim_started, &intent);
@@ -289,7 +287,11 @@ impl Dispatcher {
                 );
                 let (provider, rate) = (provider.clone(), rate.clone());
                 requests.spawn(async move {
-                    let done = match rate {
+                    let signal_of = |done: &Finished| match done {
+                        Finished::Outcome(outcome) => ProviderSignal::of(outcome),
+                        Finished::Release(_) => ProviderSignal::Silent,
+                    };
+                    let (done, signal) = match rate {
                         Some(tokens) => {
                             // The token is taken here, just before the send (see
                             // `capacity::RATE_CLAIM_AHEAD`); its room to claim ahead wakes
@@ -297,22 +299,27 @@ impl Dispatcher {
                             let waited = tokens.take().await;
                             let may_send = lock(&lanes)
                                 .get_mut(&provider)
-                                .is_none_or(|lane| lane.gate.token_taken(waited, Instant::now()));
+                                .is_none_or(|lane| lane.gate.token_taken(claimed_at, waited));
                             finished.notify_one();
                             if may_send {
-                                this.deliver_or_release(intent, lease_expiry).await
+                                let done = this.deliver_or_release(intent, lease_expiry).await;
+                                let signal = signal_of(&done);
+                                (done, Some(signal))
                             } else {
-                                Finished::handed_back(&intent, "released unsent (the provider was paused, or its breaker opened, while it waited for its rate limit)")
+                                let reason = "released unsent (the provider was paused, or its breaker opened, while it waited for its rate limit)";
+                                (Finished::handed_back(&intent, reason), None)
                             }
                         }
-                        None => this.deliver_or_release(intent, lease_expiry).await,
+                        None => {
+                            let done = this.deliver_or_release(intent, lease_expiry).await;
+                            let signal = signal_of(&done);
+                            (done, Some(signal))
+                        }
                     };
-                    let signal = match &done {
-                        Finished::Outcome(outcome) => ProviderSignal::of(outcome),
-                        Finished::Release(_) => ProviderSignal::Silent,
-                    };
-                    if let Some(lane) = lock(&lanes).get_mut(&provider) {
-                        lane.gate.finish(signal, Instant::now());
+                    if let Some(signal) = signal {
+                        if let Some(lane) = lock(&lanes).get_mut(&provider) {
+                            lane.gate.finish(signal, Instant::now());
+                        }
                     }
                     let _ = outcomes.send(done);
                     drop(permit);

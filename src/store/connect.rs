@@ -41,7 +41,8 @@ pub enum OpenMode {
 /// Who a pool serves, which decides how it is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PoolRole {
-    /// The daemon: kept full, sessions end transactions left idle ([`connect_dispatcher`]).
+    /// The daemon: filled at start and kept, sessions end transactions left idle
+    /// ([`connect_dispatcher`]).
     Dispatcher,
     /// A command or a library caller: grows on demand.
     Command,
@@ -127,20 +128,29 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Database, Connec
 /// Opens the daemon's pool: like [`connect`], and on PostgreSQL each session ends any
 /// transaction left idle for [`DISPATCHER_IDLE_IN_TRANSACTION`].
 ///
-/// The pool is kept full (`min_connections` = `max_connections`, both backends) and is
-/// filled before this returns, all connections at once. Opening a PostgreSQL connection
-/// costs far more than a statement (with a server that offers TLS, the handshake took about
-/// 90 ms on loopback, where a claim takes about 1 ms), and a pool that grows on demand opens
-/// them in the middle of the work: in the latency benchmark at 1,000 intents/s, claims
-/// that had to open a connection waited 89–93 ms, several times per run, and set the p99.
-/// A connection lost later is replaced in the background.
+/// The pool is filled before this returns, all connections at once, and keeps them: the
+/// pool closes none for being idle or old (a broken one is replaced when next needed).
+/// Opening a PostgreSQL connection costs far more than a statement (with a server that
+/// offers TLS, the handshake took about 90 ms on loopback, where a claim takes about 1 ms),
+/// and a pool that grows on demand opens them in the middle of the work: in the latency
+/// benchmark at 1,000 intents/s, claims that had to open a connection waited 89–93 ms,
+/// several times per run, and set the p99. When the server refuses some of them (its own
+/// `max_connections` reached), the daemon starts with those it got and says so.
 pub async fn connect_dispatcher(url: &str, max_connections: u32) -> Result<Database, ConnectError> {
     let db = open(url, max_connections, PoolRole::Dispatcher, OpenMode::Create).await?;
-    db.fill_pool().await.map_err(|source| ConnectError::Open {
-        url: redact_url(url),
-        source,
-    })?;
+    let filled = db.fill_pool().await;
+    if let Some(error) = filled.error {
+        tracing::warn!(open = filled.open, wanted = filled.wanted, %error,
+            "could not open every connection of database.max_connections; running with fewer (is the server's max_connections reached?)");
+    }
     Ok(db)
+}
+
+/// What [`Database::fill_pool`] got.
+struct Filled {
+    open: u32,
+    wanted: u32,
+    error: Option<sqlx::Error>,
 }
 
 /// Opens a pool for an operator command in `mode`: an existing SQLite file only (read-only
@@ -190,10 +200,11 @@ async fn open(
                 let millis = DISPATCHER_IDLE_IN_TRANSACTION.as_millis().to_string();
                 options = options.options([("idle_in_transaction_session_timeout", millis)]);
             }
-            let keep_full = role == PoolRole::Dispatcher;
+            let keep = role == PoolRole::Dispatcher;
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections.max(2))
-                .min_connections(if keep_full { max_connections.max(2) } else { 0 })
+                .idle_timeout((!keep).then_some(Duration::from_secs(600)))
+                .max_lifetime((!keep).then_some(Duration::from_secs(1800)))
                 .acquire_timeout(Duration::from_secs(10))
                 .connect_with(options)
                 .await
@@ -214,11 +225,7 @@ async fn open(
             }
             let pool_options = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
-                .min_connections(if role == PoolRole::Dispatcher {
-                    max_connections.max(1)
-                } else {
-                    0
-                })
+                .idle_timeout((role == PoolRole::Command).then_some(Duration::from_secs(600)))
                 .acquire_timeout(Duration::from_secs(10));
             if mode != OpenMode::ReadOnly {
                 let options = options
@@ -294,12 +301,24 @@ impl Database {
     }
 
     /// Opens every connection the pool may hold, concurrently, and returns them to it.
-    async fn fill_pool(&self) -> Result<(), sqlx::Error> {
-        async fn fill<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> Result<(), sqlx::Error> {
-            let max = pool.options().get_max_connections() as usize;
-            let held = futures_util::future::try_join_all((0..max).map(|_| pool.acquire())).await?;
+    async fn fill_pool(&self) -> Filled {
+        async fn fill<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> Filled {
+            let wanted = pool.options().get_max_connections();
+            let tries = futures_util::future::join_all((0..wanted).map(|_| pool.acquire())).await;
+            let (mut held, mut error) = (Vec::new(), None);
+            for t in tries {
+                match t {
+                    Ok(conn) => held.push(conn),
+                    Err(e) => error = Some(e),
+                }
+            }
+            let open = u32::try_from(held.len()).unwrap_or(u32::MAX);
             drop(held);
-            Ok(())
+            Filled {
+                open,
+                wanted,
+                error,
+            }
         }
         match self {
             Database::Postgres(pool) => fill(pool).await,

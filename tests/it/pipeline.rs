@@ -23,7 +23,10 @@ use outboxd::intent::IntentState;
 use outboxd::provider::{ProviderClient, ProviderSettings};
 use outboxd::NewIntent;
 use serde_json::json;
-use support::harness::{enqueue_committed, operation, quick_policy, scalar, tenant, test_settings};
+use support::harness::{
+    enqueue_all_committed, enqueue_committed, operation, quick_policy, scalar, tenant,
+    test_settings,
+};
 use support::TestDb;
 use tokio::sync::{watch, Notify};
 
@@ -445,7 +448,8 @@ async fn rate_limit_spaces_requests(t: &TestDb) {
 
 /// With a rate limit, intents are claimed a little ahead of their tokens and wait for them;
 /// one still waiting when a `Retry-After` pause begins is handed back unsent, so nothing
-/// reaches the provider during the pause and no attempt is spent.
+/// reaches the provider during the pause and no attempt is spent. At 40/s two are claimed
+/// ahead (50 ms of tokens); both are committed together, so one claim takes both.
 async fn a_request_waiting_for_its_token_through_a_pause_is_not_sent(t: &TestDb) {
     let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
     let run = start(
@@ -455,7 +459,7 @@ async fn a_request_waiting_for_its_token_through_a_pause_is_not_sent(t: &TestDb)
             &provider,
             ProviderLimits {
                 rate_limit: Some(outboxd::dispatch::RateLimit {
-                    per_second: std::num::NonZeroU32::new(4).unwrap(),
+                    per_second: std::num::NonZeroU32::new(40).unwrap(),
                     burst: std::num::NonZeroU32::new(1).unwrap(),
                 }),
                 ..limits(8)
@@ -479,15 +483,17 @@ async fn a_request_waiting_for_its_token_through_a_pause_is_not_sent(t: &TestDb)
         },
         times: 1,
     });
-    for op in ["paused-a", "paused-b"] {
-        enqueue_committed(
-            &t.db,
-            NewIntent::new("acme", op, "metered", json!({"op": op})),
-        )
-        .await;
-    }
+    let both = ["paused-a", "paused-b"]
+        .map(|op| NewIntent::new("acme", op, "metered", json!({"op": op})))
+        .to_vec();
+    enqueue_all_committed(&t.db, both).await;
     wait_for("6 effects", Duration::from_secs(20), || {
         provider.effect_count() == 6
+    })
+    .await;
+    // The one handed back is not left counted in flight (it would hold a slot for good).
+    wait_for("nothing in flight", Duration::from_secs(5), || {
+        run.dispatcher.provider_states()[0].in_flight == 0
     })
     .await;
     run.stop().await;

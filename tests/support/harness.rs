@@ -181,6 +181,26 @@ pub async fn enqueue_committed(db: &Database, intent: NewIntent) -> Enqueued {
     }
 }
 
+/// Enqueues `intents` in one committed transaction (a claim sees all of them or none).
+pub async fn enqueue_all_committed(db: &Database, intents: Vec<NewIntent>) {
+    match db {
+        Database::Postgres(pool) => {
+            let mut tx = pool.begin().await.unwrap();
+            for intent in intents {
+                enqueue(&mut tx, intent).await.unwrap();
+            }
+            tx.commit().await.unwrap();
+        }
+        Database::Sqlite(pool) => {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+            for intent in intents {
+                enqueue(&mut tx, intent).await.unwrap();
+            }
+            tx.commit().await.unwrap();
+        }
+    }
+}
+
 /// Runs backend-specific SQL.
 pub async fn exec(db: &Database, sqlite: &str, postgres: &str) {
     match db {
