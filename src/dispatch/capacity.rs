@@ -100,17 +100,17 @@ impl Breaker {
 }
 
 /// How far ahead of its rate limiter a provider's intents are claimed: as many as tokens
-/// come due within this time, at least one. A claimed intent waits for its token in its
+/// come due within this time, at least two. A claimed intent waits for its token in its
 /// own task and goes out the moment the token is due, so the claim statement's latency
 /// never delays a token; GCRA with a small burst forgets every moment a token is left
 /// unused, so a token taken late (at claim time, by a claimer that woke late) lowered the
-/// sustained rate (41 of 50/s on SQLite). A claimed intent waits at most this long, or one
-/// token interval if that is longer (at most 1 s: `per_second` is at least 1), far inside
-/// its lease and the shutdown grace period.
+/// sustained rate (41 of 50/s on SQLite). A claimed intent waits at most this long plus one
+/// token interval, or two token intervals if that is longer (at most 2 s: `per_second` is
+/// at least 1), far inside its lease and the shutdown grace period.
 pub const RATE_CLAIM_AHEAD: Duration = Duration::from_millis(50);
 
 /// How often a provider had been shut (breaker opened, `Retry-After` pause) when a request
-/// was claimed ([`ProviderGate::start`]).
+/// was claimed ([`ProviderGate::shut_count`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShutCount(u64);
 
@@ -151,8 +151,8 @@ pub struct ProviderGate {
     rate: Option<RateTokens>,
     /// Claimed requests that have not taken their rate token yet.
     awaiting_token: usize,
-    /// Counts the breaker's openings and the `Retry-After` pauses: a request that waited
-    /// for its token while it changed is not sent ([`ProviderGate::token_taken`]).
+    /// Counts the breaker's openings and the `Retry-After` pauses: a request claimed
+    /// before it changed is not sent ([`ProviderGate::before_send`]).
     shut_count: u64,
     /// How many may wait for a token at once ([`RATE_CLAIM_AHEAD`]).
     claim_ahead: usize,
@@ -165,7 +165,7 @@ impl ProviderGate {
     pub fn new(limits: ProviderLimits) -> Self {
         let claim_ahead = limits.rate_limit.map_or(0, |r| {
             let due = f64::from(r.per_second.get()) * RATE_CLAIM_AHEAD.as_secs_f64();
-            (due.ceil() as usize).max(1)
+            (due.ceil() as usize).max(2)
         });
         Self {
             limits,
@@ -208,14 +208,24 @@ impl ProviderGate {
         self.rate.clone()
     }
 
-    /// A claimed request took its rate token (`waited`: it had to wait for it). Whether it
-    /// may still go: not when the breaker opened or a `Retry-After` pause began since it
-    /// was claimed at `claimed_at` (a [`ProviderGate::start`] value); such a request is
-    /// handed back unsent, spending no attempt, and is no longer in flight (its task does
-    /// not call [`ProviderGate::finish`]: it says nothing about the provider, and must
-    /// not count as the half-open breaker's trial).
-    pub fn token_taken(&mut self, claimed_at: ShutCount, waited: bool) -> bool {
-        self.awaiting_token = self.awaiting_token.saturating_sub(1);
+    /// What [`ProviderGate::before_send`] compares with: read in the same moment as
+    /// [`ProviderGate::take`], before the claim statement runs, so a shut during the claim
+    /// counts too.
+    pub fn shut_count(&self) -> ShutCount {
+        ShutCount(self.shut_count)
+    }
+
+    /// A claimed request is about to be sent: with a rate limit it has just taken its
+    /// token (`waited`: it had to wait for it). Whether it may still go: not when the
+    /// breaker opened or a `Retry-After` pause began since `claimed_at` (a
+    /// [`ProviderGate::shut_count`] read with the claim's [`ProviderGate::take`]). Such a
+    /// request is handed back unsent, spending no attempt, and is no longer in flight: its
+    /// task does not call [`ProviderGate::finish`] (it says nothing about the provider,
+    /// and must not count as the half-open breaker's trial).
+    pub fn before_send(&mut self, claimed_at: ShutCount, waited: bool) -> bool {
+        if self.rate.is_some() {
+            self.awaiting_token = self.awaiting_token.saturating_sub(1);
+        }
         self.rate_limited += u64::from(waited);
         if claimed_at.0 == self.shut_count {
             return true;
@@ -276,9 +286,8 @@ impl ProviderGate {
         pause.max(cooldown)
     }
 
-    /// `n` requests were claimed and are about to be sent. Returns what
-    /// [`ProviderGate::token_taken`] compares with.
-    pub fn start(&mut self, n: usize, now: Instant) -> ShutCount {
+    /// `n` requests were claimed and are about to be sent.
+    pub fn start(&mut self, n: usize, now: Instant) {
         self.in_flight += n;
         if self.rate.is_some() {
             self.awaiting_token += n;
@@ -290,7 +299,6 @@ impl ProviderGate {
                 };
             }
         }
-        ShutCount(self.shut_count)
     }
 
     /// A request finished with `signal`.

@@ -18,10 +18,9 @@ fn limits() -> ProviderLimits {
 fn warmed(limits: ProviderLimits) -> ProviderGate {
     let (now, mut g) = (Instant::now(), ProviderGate::new(limits));
     while g.window() < limits.max_in_flight {
-        let claimed_at = g.start(1, now);
-        if g.rate_tokens().is_some() {
-            g.token_taken(claimed_at, false); // as the request's task does before it sends
-        }
+        let claimed_at = g.shut_count();
+        g.start(1, now);
+        g.before_send(claimed_at, false); // as the request's task does before it sends
         g.finish(ProviderSignal::Answered, now);
     }
     g
@@ -44,10 +43,11 @@ fn with_a_rate_limit_claims_run_only_a_short_way_ahead_of_the_tokens() {
     // 40/s: the tokens due within RATE_CLAIM_AHEAD (50 ms) are two, whatever the burst.
     let mut g = rate_limited(40, 10);
     assert_eq!(g.take(10, now), 2);
-    let claimed_at = g.start(2, now);
+    let claimed_at = g.shut_count();
+    g.start(2, now);
     assert_eq!(g.take(10, now), 0, "two wait for their tokens");
     assert!(
-        g.token_taken(claimed_at, false),
+        g.before_send(claimed_at, false),
         "nothing shut the provider"
     );
     assert_eq!(
@@ -55,7 +55,7 @@ fn with_a_rate_limit_claims_run_only_a_short_way_ahead_of_the_tokens() {
         1,
         "one took its token: one more may be claimed"
     );
-    assert!(g.token_taken(claimed_at, true));
+    assert!(g.before_send(claimed_at, true));
     assert_eq!(g.rate_limited(), 1, "one request had to wait");
     assert_eq!(g.reopens_at(now), None, "the rate limiter is not a pause");
     // Without a rate limit nothing is held back.
@@ -68,25 +68,50 @@ fn with_a_rate_limit_claims_run_only_a_short_way_ahead_of_the_tokens() {
 }
 
 #[test]
-fn claims_run_fifty_milliseconds_of_tokens_ahead_and_at_least_one() {
+fn claims_run_fifty_milliseconds_of_tokens_ahead_and_at_least_two() {
     let now = Instant::now();
     assert_eq!(rate_limited(1000, 500).take(500, now), 50);
-    assert_eq!(
-        rate_limited(1, 60).take(500, now),
-        1,
-        "one token interval ahead"
-    );
+    assert_eq!(rate_limited(1, 60).take(500, now), 2, "two token intervals");
+}
+
+#[test]
+fn a_shut_while_the_claim_statement_runs_stops_the_send_with_or_without_a_rate_limit() {
+    let now = Instant::now();
+    let unlimited = warmed(ProviderLimits {
+        max_in_flight: 100,
+        ..limits()
+    });
+    for mut g in [rate_limited(10, 1), unlimited] {
+        for _ in 0..2 {
+            let claimed_at = g.shut_count();
+            g.start(1, now);
+            assert!(g.before_send(claimed_at, false));
+        }
+        // A claim takes room; while its statement runs, both requests in flight fail
+        // (breaker_failures = 2) and open the breaker.
+        assert!(g.take(1, now) > 0);
+        let claimed_at = g.shut_count();
+        g.finish(ProviderSignal::Failed, now);
+        g.finish(ProviderSignal::Failed, now);
+        g.start(1, now); // the claim returns its intent
+        assert!(
+            !g.before_send(claimed_at, false),
+            "the breaker opened meanwhile"
+        );
+        assert_eq!(g.in_flight(), 0, "handed back, not left in flight");
+    }
 }
 
 #[test]
 fn a_request_that_waited_through_a_pause_or_a_breaker_opening_is_not_sent() {
     let now = Instant::now();
     let mut g = rate_limited(10, 1);
-    let claimed_at = g.start(2, now);
-    assert!(g.token_taken(claimed_at, false));
+    let claimed_at = g.shut_count();
+    g.start(2, now);
+    assert!(g.before_send(claimed_at, false));
     g.finish(ProviderSignal::PauseFor(Duration::from_secs(5)), now);
     assert!(
-        !g.token_taken(claimed_at, true),
+        !g.before_send(claimed_at, true),
         "the provider asked to wait meanwhile"
     );
     assert_eq!(
@@ -96,13 +121,14 @@ fn a_request_that_waited_through_a_pause_or_a_breaker_opening_is_not_sent() {
     );
 
     let mut g = rate_limited(10, 1);
-    let claimed_at = g.start(3, now);
+    let claimed_at = g.shut_count();
+    g.start(3, now);
     for _ in 0..2 {
-        assert!(g.token_taken(claimed_at, false));
+        assert!(g.before_send(claimed_at, false));
         g.finish(ProviderSignal::Failed, now); // breaker_failures = 2: open
     }
     assert!(
-        !g.token_taken(claimed_at, true),
+        !g.before_send(claimed_at, true),
         "the breaker opened meanwhile"
     );
 }
@@ -111,9 +137,10 @@ fn a_request_that_waited_through_a_pause_or_a_breaker_opening_is_not_sent() {
 fn a_stale_waiter_is_not_the_half_open_trial() {
     let now = Instant::now();
     let mut g = rate_limited(10, 1);
-    let before = g.start(3, now);
+    let before = g.shut_count();
+    g.start(3, now);
     for _ in 0..2 {
-        assert!(g.token_taken(before, false));
+        assert!(g.before_send(before, false));
         g.finish(ProviderSignal::Failed, now); // the second opens the breaker
     }
     let later = now + Duration::from_secs(11);
@@ -121,11 +148,12 @@ fn a_stale_waiter_is_not_the_half_open_trial() {
     assert_eq!(g.take(5, later), 0, "the waiter still counts as in flight");
     // The request claimed before the breaker opened gets its token only now: refused,
     // and it does not use up the trial.
-    assert!(!g.token_taken(before, true));
+    assert!(!g.before_send(before, true));
     assert_eq!(g.take(5, later), 1, "one trial");
-    let trial = g.start(1, later);
+    let trial = g.shut_count();
+    g.start(1, later);
     assert_eq!(g.take(5, later), 0, "no second trial");
-    assert!(g.token_taken(trial, true), "the trial goes");
+    assert!(g.before_send(trial, true), "the trial goes");
 }
 
 #[tokio::test]

@@ -9,8 +9,9 @@
 //!   never holds a slot another provider could use, and no intent spends an attempt on a
 //!   provider known to be down.
 //! * **Outcomes are group-committed**: each finished request goes to one writer, which
-//!   commits whatever has finished within [`GROUP_COMMIT_WINDOW`] (or `batch_size`
-//!   outcomes, whichever first), so a received answer is durable within milliseconds.
+//!   commits at once whatever has finished (up to `batch_size` outcomes); what finishes
+//!   while a group commits forms the next group. No timer: a lone answer is committed as
+//!   soon as it arrives, and a busy pipeline's groups grow with the commit time.
 //!
 //! Every rule of the step holds: the claim commits before any request is sent, outcomes are
 //! fenced by the claim's token, expired leases are taken over as ambiguous attempts, and on
@@ -35,8 +36,6 @@ use super::wakeup::Wakeup;
 use crate::intent::IntentId;
 use crate::store::ClaimRequest;
 
-/// How long the outcome writer waits for more outcomes after the first before committing.
-pub const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(2);
 /// How long the claimer waits, after a request ended, for more slots to free up.
 pub const REFILL_WINDOW: Duration = Duration::from_millis(1);
 
@@ -239,6 +238,7 @@ impl Dispatcher {
         let (mut full, mut reopens_at) = (false, None::<Instant>);
         let providers: Vec<String> = lock(lanes).keys().cloned().collect();
         for provider in providers {
+            let claimed_at;
             let free = slots.available_permits();
             if free == 0 {
                 return Ok(ClaimRound::NoSlots);
@@ -248,6 +248,7 @@ impl Dispatcher {
                 let lane = lanes.get_mut(&provider).expect("lanes are fixed at start");
                 let now = Instant::now();
                 let available = lane.gate.take(free.min(batch), now);
+                claimed_at = lane.gate.shut_count();
                 if available == 0 {
                     reopens_at = match (reopens_at, lane.gate.reopens_at(now)) {
                         (Some(a), Some(b)) => Some(a.min(b)),
@@ -269,12 +270,12 @@ impl Dispatcher {
                 m.observe_claim(claimed.len());
             }
             full |= claimed.len() == limit;
-            let (rate, claimed_at) = {
+            let rate = {
                 let mut lanes = lock(lanes);
                 let lane = lanes.get_mut(&provider).expect("lanes are fixed at start");
                 lane.turns.advance(&share, request.limit, &claimed);
-                let claimed_at = lane.gate.start(claimed.len(), Instant::now());
-                (lane.gate.rate_tokens(), claimed_at)
+                lane.gate.start(claimed.len(), Instant::now());
+                lane.gate.rate_tokens()
             };
             for intent in claimed {
                 let lease_expiry = super::lease::local_expiry(claim_started, &intent);
@@ -291,30 +292,26 @@ impl Dispatcher {
                         Finished::Outcome(outcome) => ProviderSignal::of(outcome),
                         Finished::Release(_) => ProviderSignal::Silent,
                     };
-                    let (done, signal) = match rate {
-                        Some(tokens) => {
-                            // The token is taken here, just before the send (see
-                            // `capacity::RATE_CLAIM_AHEAD`); its room to claim ahead wakes
-                            // the claimer.
-                            let waited = tokens.take().await;
-                            let may_send = lock(&lanes)
-                                .get_mut(&provider)
-                                .is_none_or(|lane| lane.gate.token_taken(claimed_at, waited));
-                            finished.notify_one();
-                            if may_send {
-                                let done = this.deliver_or_release(intent, lease_expiry).await;
-                                let signal = signal_of(&done);
-                                (done, Some(signal))
-                            } else {
-                                let reason = "released unsent (the provider was paused, or its breaker opened, while it waited for its rate limit)";
-                                (Finished::handed_back(&intent, reason), None)
-                            }
-                        }
-                        None => {
-                            let done = this.deliver_or_release(intent, lease_expiry).await;
-                            let signal = signal_of(&done);
-                            (done, Some(signal))
-                        }
+                    // With a rate limit the token is taken here, just before the send (see
+                    // `capacity::RATE_CLAIM_AHEAD`), and its room to claim ahead wakes the
+                    // claimer. Either way a provider shut since the claim began is not sent.
+                    let waited = match &rate {
+                        Some(tokens) => tokens.take().await,
+                        None => false,
+                    };
+                    let may_send = lock(&lanes)
+                        .get_mut(&provider)
+                        .is_none_or(|lane| lane.gate.before_send(claimed_at, waited));
+                    if rate.is_some() {
+                        finished.notify_one();
+                    }
+                    let (done, signal) = if may_send {
+                        let done = this.deliver_or_release(intent, lease_expiry).await;
+                        let signal = signal_of(&done);
+                        (done, Some(signal))
+                    } else {
+                        let reason = "released unsent (the provider's breaker opened, or a Retry-After pause began, after it was claimed)";
+                        (Finished::handed_back(&intent, reason), None)
                     };
                     if let Some(signal) = signal {
                         if let Some(lane) = lock(&lanes).get_mut(&provider) {
@@ -338,16 +335,13 @@ impl Dispatcher {
     async fn write_outcomes(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Finished>) {
         let max = usize::try_from(self.settings.batch_size.max(1)).unwrap_or(1);
         while let Some(first) = rx.recv().await {
+            // Whatever else has finished by now joins it; what finishes while it commits
+            // forms the next group.
             let mut group = vec![first];
-            let window = tokio::time::sleep(GROUP_COMMIT_WINDOW);
-            tokio::pin!(window);
             while group.len() < max {
-                tokio::select! {
-                    next = rx.recv() => match next {
-                        Some(next) => group.push(next),
-                        None => break,
-                    },
-                    _ = &mut window => break,
+                match rx.try_recv() {
+                    Ok(next) => group.push(next),
+                    Err(_) => break,
                 }
             }
             for batch in unique_batches(group) {

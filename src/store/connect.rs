@@ -80,6 +80,20 @@ pub enum ConnectError {
         #[source]
         source: sqlx::Error,
     },
+    /// The daemon's pool could not be filled (`database.max_connections` more than the
+    /// server grants).
+    #[error("database {url}: opened {open} of the {wanted} connections of database.max_connections ({source}); lower database.max_connections, or raise the server's max_connections or this role's connection limit")]
+    PoolShort {
+        /// The URL with any password removed.
+        url: String,
+        /// Connections opened.
+        open: u32,
+        /// `database.max_connections`.
+        wanted: u32,
+        /// The driver's last error.
+        #[source]
+        source: sqlx::Error,
+    },
 }
 
 /// Hides every password in a database URL for error messages and logs: the userinfo
@@ -135,15 +149,23 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Database, Connec
 /// and a pool that grows on demand opens them in the middle of the work: in the latency
 /// benchmark at 1,000 intents/s, claims that had to open a connection waited 89–93 ms,
 /// several times per run, and set the p99. When the server refuses some of them (its own
-/// `max_connections` reached), the daemon starts with those it got and says so.
+/// `max_connections` reached), the daemon does not start: every claim or write that found
+/// no idle connection would then wait out the acquire timeout ([`ConnectError::PoolShort`]).
 pub async fn connect_dispatcher(url: &str, max_connections: u32) -> Result<Database, ConnectError> {
     let db = open(url, max_connections, PoolRole::Dispatcher, OpenMode::Create).await?;
     let filled = db.fill_pool().await;
-    if let Some(error) = filled.error {
-        tracing::warn!(open = filled.open, wanted = filled.wanted, %error,
-            "could not open every connection of database.max_connections; running with fewer (is the server's max_connections reached?)");
+    match filled.error {
+        None => Ok(db),
+        Some(source) => {
+            db.close().await;
+            Err(ConnectError::PoolShort {
+                url: redact_url(url),
+                open: filled.open,
+                wanted: filled.wanted,
+                source,
+            })
+        }
     }
-    Ok(db)
 }
 
 /// What [`Database::fill_pool`] got.
@@ -226,6 +248,7 @@ async fn open(
             let pool_options = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
                 .idle_timeout((role == PoolRole::Command).then_some(Duration::from_secs(600)))
+                .max_lifetime((role == PoolRole::Command).then_some(Duration::from_secs(1800)))
                 .acquire_timeout(Duration::from_secs(10));
             if mode != OpenMode::ReadOnly {
                 let options = options

@@ -448,8 +448,9 @@ async fn rate_limit_spaces_requests(t: &TestDb) {
 
 /// With a rate limit, intents are claimed a little ahead of their tokens and wait for them;
 /// one still waiting when a `Retry-After` pause begins is handed back unsent, so nothing
-/// reaches the provider during the pause and no attempt is spent. At 40/s two are claimed
-/// ahead (50 ms of tokens); both are committed together, so one claim takes both.
+/// reaches the provider during the pause and no attempt is spent. At 4/s two are claimed
+/// ahead (at least two always are); both are committed together, so one claim takes both,
+/// and the second waits 250 ms for its token: the 429 has long been answered by then.
 async fn a_request_waiting_for_its_token_through_a_pause_is_not_sent(t: &TestDb) {
     let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
     let run = start(
@@ -459,7 +460,7 @@ async fn a_request_waiting_for_its_token_through_a_pause_is_not_sent(t: &TestDb)
             &provider,
             ProviderLimits {
                 rate_limit: Some(outboxd::dispatch::RateLimit {
-                    per_second: std::num::NonZeroU32::new(40).unwrap(),
+                    per_second: std::num::NonZeroU32::new(4).unwrap(),
                     burst: std::num::NonZeroU32::new(1).unwrap(),
                 }),
                 ..limits(8)

@@ -66,7 +66,7 @@ pub fn skip_or_fail(why: &str) {
     super::record_skip(why);
 }
 
-fn unique_name(prefix: &str) -> String {
+pub fn unique_name(prefix: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
