@@ -408,27 +408,26 @@ async fn retry_after_pauses_the_whole_provider(t: &TestDb) {
     }
 }
 
+/// A fake provider behind the action "metered", limited to `per_second` with a burst of 1,
+/// and a pipeline of `slots` slots (also the provider's `max_in_flight`) running it.
+async fn metered(t: &TestDb, per_second: u32, slots: usize) -> (FakeProvider, Running) {
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    let limits = ProviderLimits {
+        rate_limit: Some(outboxd::dispatch::RateLimit {
+            per_second: std::num::NonZeroU32::new(per_second).unwrap(),
+            burst: std::num::NonZeroU32::new(1).unwrap(),
+        }),
+        ..limits(slots)
+    };
+    let action = action("metered", &provider, limits, Duration::from_secs(5));
+    let run = start(t, vec![action], settings(slots)).await;
+    (provider, run)
+}
+
 /// `rate_limit = 20/s, burst 1`: twenty requests take at least 19 intervals of 50 ms, however
 /// many slots are free.
 async fn rate_limit_spaces_requests(t: &TestDb) {
-    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
-    let run = start(
-        t,
-        vec![action(
-            "metered",
-            &provider,
-            ProviderLimits {
-                rate_limit: Some(outboxd::dispatch::RateLimit {
-                    per_second: std::num::NonZeroU32::new(20).unwrap(),
-                    burst: std::num::NonZeroU32::new(1).unwrap(),
-                }),
-                ..limits(16)
-            },
-            Duration::from_secs(5),
-        )],
-        settings(16),
-    )
-    .await;
+    let (provider, run) = metered(t, 20, 16).await;
     enqueue_n(t, "metered", 20).await;
     wait_for("20 effects", Duration::from_secs(20), || {
         provider.effect_count() == 20
@@ -452,24 +451,7 @@ async fn rate_limit_spaces_requests(t: &TestDb) {
 /// ahead (at least two always are); both are committed together, so one claim takes both,
 /// and the second waits 250 ms for its token: the 429 has long been answered by then.
 async fn a_request_waiting_for_its_token_through_a_pause_is_not_sent(t: &TestDb) {
-    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
-    let run = start(
-        t,
-        vec![action(
-            "metered",
-            &provider,
-            ProviderLimits {
-                rate_limit: Some(outboxd::dispatch::RateLimit {
-                    per_second: std::num::NonZeroU32::new(4).unwrap(),
-                    burst: std::num::NonZeroU32::new(1).unwrap(),
-                }),
-                ..limits(8)
-            },
-            Duration::from_secs(5),
-        )],
-        settings(8),
-    )
-    .await;
+    let (provider, run) = metered(t, 4, 8).await;
     // Four answers grow the send window past one, so two intents can be claimed at once.
     enqueue_n(t, "metered", 4).await;
     wait_for("4 effects", Duration::from_secs(20), || {
