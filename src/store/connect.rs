@@ -82,7 +82,7 @@ pub enum ConnectError {
     },
     /// The daemon's pool could not be filled (`database.max_connections` more than the
     /// server grants).
-    #[error("database {url}: opened {open} of the {wanted} connections of database.max_connections ({source}); lower database.max_connections, or raise the server's max_connections or this role's connection limit")]
+    #[error("database {url}: opened {open} of the {wanted} connections of database.max_connections within the connect timeout (last error: {source}); lower database.max_connections, or on PostgreSQL raise the server's max_connections or this role's connection limit")]
     PoolShort {
         /// The URL with any password removed.
         url: String,
@@ -161,7 +161,7 @@ pub async fn connect_dispatcher(url: &str, max_connections: u32) -> Result<Datab
             Err(ConnectError::PoolShort {
                 url: redact_url(url),
                 open: filled.open,
-                wanted: filled.wanted,
+                wanted: max_connections,
                 source,
             })
         }
@@ -171,7 +171,6 @@ pub async fn connect_dispatcher(url: &str, max_connections: u32) -> Result<Datab
 /// What [`Database::fill_pool`] got.
 struct Filled {
     open: u32,
-    wanted: u32,
     error: Option<sqlx::Error>,
 }
 
@@ -337,11 +336,7 @@ impl Database {
             }
             let open = u32::try_from(held.len()).unwrap_or(u32::MAX);
             drop(held);
-            Filled {
-                open,
-                wanted,
-                error,
-            }
+            Filled { open, error }
         }
         match self {
             Database::Postgres(pool) => fill(pool).await,

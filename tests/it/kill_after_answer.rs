@@ -2,7 +2,7 @@
 //! request at a time (`max_in_flight = 1`, 100 ms per answer) and is killed the moment the
 //! provider has written its eighth answer (the provider's response hook, no sleep). The
 //! pipeline group-commits each outcome within milliseconds of its answer, so every answer
-//! but the last one or two (the last group-commit window, and a commit in progress) is
+//! but the last one or two (one waiting for the writer, and a commit in progress) is
 //! already recorded `delivered` with its reference when the process dies; a design that
 //! wrote outcomes only when a batch ended would lose all eight. After a restart, what was
 //! lost is settled by the rules: a keyed intent is resent with the same key (the provider
@@ -24,8 +24,8 @@ use support::TestDb;
 
 /// Answers written before the kill.
 const ANSWERED: usize = 8;
-/// Answers whose outcome the kill may take with it: the last group-commit window's (with
-/// one request in flight at a time, one answer) and one more whose commit was under way.
+/// Answers whose outcome the kill may take with it: one waiting for the writer (with one
+/// request in flight at a time, one answer) and one more whose commit was under way.
 const MAY_LOSE: usize = 2;
 
 async fn answers_are_durable_within_a_window_of_a_sigkill(t: &TestDb) {
@@ -91,7 +91,7 @@ async fn answers_are_durable_within_a_window_of_a_sigkill(t: &TestDb) {
     assert!(
         unrecorded.len() <= MAY_LOSE + unanswered,
         "{} of {} answered intents were not durable at the kill ({unrecorded:?}); only the \
-         last group-commit window may be lost ({written} answers written)",
+         last answer or two may be lost ({written} answers written)",
         unrecorded.len(),
         answered.len()
     );
