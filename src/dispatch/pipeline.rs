@@ -288,10 +288,6 @@ impl Dispatcher {
                 );
                 let (provider, rate) = (provider.clone(), rate.clone());
                 requests.spawn(async move {
-                    let signal_of = |done: &Finished| match done {
-                        Finished::Outcome(outcome) => ProviderSignal::of(outcome),
-                        Finished::Release(_) => ProviderSignal::Silent,
-                    };
                     // With a rate limit the token is taken here, just before the send (see
                     // `capacity::RATE_CLAIM_AHEAD`), and its room to claim ahead wakes the
                     // claimer. Either way a provider shut since the claim began is not sent.
@@ -305,19 +301,22 @@ impl Dispatcher {
                     if rate.is_some() {
                         finished.notify_one();
                     }
-                    let (done, signal) = if may_send {
+                    let done = if may_send {
                         let done = this.deliver_or_release(intent, lease_expiry).await;
-                        let signal = signal_of(&done);
-                        (done, Some(signal))
-                    } else {
-                        let reason = "released unsent (the provider's breaker opened, or a Retry-After pause began, after it was claimed)";
-                        (Finished::handed_back(&intent, reason), None)
-                    };
-                    if let Some(signal) = signal {
+                        let signal = match &done {
+                            Finished::Outcome(outcome) => ProviderSignal::of(outcome),
+                            Finished::Release(_) => ProviderSignal::Silent,
+                        };
                         if let Some(lane) = lock(&lanes).get_mut(&provider) {
                             lane.gate.finish(signal, Instant::now());
                         }
-                    }
+                        done
+                    } else {
+                        // Out of flight already (`before_send`); it says nothing of the
+                        // provider, so no `finish`.
+                        let reason = "released unsent (the provider's breaker opened, or a Retry-After pause began, after it was claimed)";
+                        Finished::handed_back(&intent, reason)
+                    };
                     let _ = outcomes.send(done);
                     drop(permit);
                     finished.notify_one();

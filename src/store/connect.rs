@@ -48,6 +48,20 @@ enum PoolRole {
     Command,
 }
 
+impl PoolRole {
+    /// How long a connection may sit idle, and live, before the pool closes it: forever
+    /// for the daemon (its pool is filled at start and kept), sqlx's defaults otherwise.
+    fn expiry(self) -> (Option<Duration>, Option<Duration>) {
+        match self {
+            PoolRole::Dispatcher => (None, None),
+            PoolRole::Command => (
+                Some(Duration::from_secs(600)),
+                Some(Duration::from_secs(1800)),
+            ),
+        }
+    }
+}
+
 /// A snapshot of the connection pool, for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolStats {
@@ -221,11 +235,11 @@ async fn open(
                 let millis = DISPATCHER_IDLE_IN_TRANSACTION.as_millis().to_string();
                 options = options.options([("idle_in_transaction_session_timeout", millis)]);
             }
-            let keep = role == PoolRole::Dispatcher;
+            let (idle, lifetime) = role.expiry();
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections.max(2))
-                .idle_timeout((!keep).then_some(Duration::from_secs(600)))
-                .max_lifetime((!keep).then_some(Duration::from_secs(1800)))
+                .idle_timeout(idle)
+                .max_lifetime(lifetime)
                 .acquire_timeout(Duration::from_secs(10))
                 .connect_with(options)
                 .await
@@ -244,10 +258,11 @@ async fn open(
                     path: resolved_path(options.get_filename()),
                 });
             }
+            let (idle, lifetime) = role.expiry();
             let pool_options = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
-                .idle_timeout((role == PoolRole::Command).then_some(Duration::from_secs(600)))
-                .max_lifetime((role == PoolRole::Command).then_some(Duration::from_secs(1800)))
+                .idle_timeout(idle)
+                .max_lifetime(lifetime)
                 .acquire_timeout(Duration::from_secs(10));
             if mode != OpenMode::ReadOnly {
                 let options = options
