@@ -16,6 +16,7 @@
 //!
 //! Pure state machines with the time passed in; no I/O, no clock of their own.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,6 +110,9 @@ impl Breaker {
 /// at least 1), far inside its lease and the shutdown grace period.
 pub const RATE_CLAIM_AHEAD: Duration = Duration::from_millis(50);
 
+/// How often a request waiting for its rate token looks whether the daemon is stopping.
+pub const STOP_CHECK: Duration = Duration::from_millis(50);
+
 /// How often a provider had been shut (breaker opened, `Retry-After` pause) when a request
 /// was claimed ([`ProviderGate::shut_count`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,16 +128,22 @@ impl RateTokens {
         Self(Arc::new(RateLimiter::direct(quota)))
     }
 
-    /// Waits until a token is due and takes it; true when it had to wait.
-    pub async fn take(&self) -> bool {
+    /// Waits until a token is due and takes it: `Some(true)` when it had to wait. `None`
+    /// when `stopping` turned true first (looked at every [`STOP_CHECK`] at least), so a
+    /// shutdown hands a waiting request back at once instead of waiting for its token or
+    /// being cut off by the grace period; no token is spent then.
+    pub async fn take(&self, stopping: &AtomicBool) -> Option<bool> {
         let mut waited = false;
         loop {
+            if stopping.load(Ordering::SeqCst) {
+                return None;
+            }
             match self.0.check() {
-                Ok(()) => return waited,
+                Ok(()) => return Some(waited),
                 Err(not_until) => {
                     waited = true;
                     let wait = not_until.wait_time_from(DefaultClock::default().now());
-                    tokio::time::sleep(wait).await;
+                    tokio::time::sleep(wait.min(STOP_CHECK)).await;
                 }
             }
         }

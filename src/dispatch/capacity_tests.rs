@@ -161,10 +161,11 @@ async fn rate_tokens_give_the_burst_at_once_then_one_per_interval() {
     let g = rate_limited(20, 2);
     let tokens = g.rate_tokens().expect("a rate limit");
     let started = std::time::Instant::now();
-    assert!(!tokens.take().await, "the burst");
-    assert!(!tokens.take().await, "the burst");
-    assert!(tokens.take().await, "the third waits");
-    assert!(tokens.take().await, "and the fourth");
+    let running = std::sync::atomic::AtomicBool::new(false);
+    assert_eq!(tokens.take(&running).await, Some(false), "the burst");
+    assert_eq!(tokens.take(&running).await, Some(false), "the burst");
+    assert_eq!(tokens.take(&running).await, Some(true), "the third waits");
+    assert_eq!(tokens.take(&running).await, Some(true), "and the fourth");
     // Two tokens after the burst at 20/s: at least two intervals of 50 ms.
     assert!(
         started.elapsed() >= Duration::from_millis(95),
@@ -361,4 +362,15 @@ fn breaker_names_are_the_published_ones() {
         .as_str(),
     ];
     assert_eq!(names, crate::store::schema::BREAKER_STATES);
+}
+
+#[tokio::test]
+async fn a_stopping_daemon_stops_the_wait_for_a_token() {
+    let g = rate_limited(1, 1);
+    let tokens = g.rate_tokens().expect("a rate limit");
+    let running = std::sync::atomic::AtomicBool::new(false);
+    assert_eq!(tokens.take(&running).await, Some(false), "the burst");
+    // The next token is a second away; the daemon stops meanwhile.
+    let stopping = std::sync::atomic::AtomicBool::new(true);
+    assert_eq!(tokens.take(&stopping).await, None);
 }

@@ -292,12 +292,14 @@ impl Dispatcher {
                     // `capacity::RATE_CLAIM_AHEAD`), and its room to claim ahead wakes the
                     // claimer. Either way a provider shut since the claim began is not sent.
                     let waited = match &rate {
-                        Some(tokens) => tokens.take().await,
-                        None => false,
+                        Some(tokens) => tokens.take(&this.stopping).await,
+                        None => Some(false),
                     };
-                    let may_send = lock(&lanes)
-                        .get_mut(&provider)
-                        .is_none_or(|lane| lane.gate.before_send(claimed_at, waited));
+                    // Stopping while it waited: `before_send` still takes it out of the
+                    // count of waiters; `deliver_or_release` hands it back unsent.
+                    let may_send = lock(&lanes).get_mut(&provider).is_none_or(|lane| {
+                        lane.gate.before_send(claimed_at, waited.unwrap_or(true))
+                    });
                     if rate.is_some() {
                         finished.notify_one();
                     }

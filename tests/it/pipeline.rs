@@ -502,8 +502,55 @@ async fn a_request_waiting_for_its_token_through_a_pause_is_not_sent(t: &TestDb)
     }
 }
 
+/// A shutdown while claimed intents wait for their rate tokens hands them back at once,
+/// even with a grace period shorter than the wait: they are pending again, not left leased
+/// until their lease expires (which would count as an ambiguous attempt).
+async fn shutdown_hands_back_requests_waiting_for_their_token(t: &TestDb) {
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    let limits = ProviderLimits {
+        rate_limit: Some(outboxd::dispatch::RateLimit {
+            per_second: std::num::NonZeroU32::new(1).unwrap(),
+            burst: std::num::NonZeroU32::new(1).unwrap(),
+        }),
+        ..limits(8)
+    };
+    let action = action("metered", &provider, limits, Duration::from_secs(5));
+    let settings = DispatcherSettings {
+        shutdown_grace: Duration::from_millis(300),
+        ..settings(8)
+    };
+    let run = start(t, vec![action], settings).await;
+    // Two answers grow the window so that two can wait at once (at 1/s: two seconds).
+    enqueue_n(t, "metered", 2).await;
+    wait_for("2 effects", Duration::from_secs(20), || {
+        provider.effect_count() == 2
+    })
+    .await;
+    let both = ["waiting-a", "waiting-b"]
+        .map(|op| NewIntent::new("acme", op, "metered", json!({"op": op})))
+        .to_vec();
+    enqueue_all_committed(&t.db, both).await;
+    wait_for("two waiting", Duration::from_secs(10), || {
+        run.dispatcher.provider_states()[0].in_flight == 2
+    })
+    .await;
+    run.stop().await;
+    let store = t.db.store();
+    for op in ["waiting-a", "waiting-b"] {
+        let intent = store
+            .find_intent(&tenant("acme"), &operation(op))
+            .await
+            .unwrap()
+            .unwrap();
+        // Handed back (a `not_sent` attempt record), not left in flight under its lease.
+        assert_eq!(intent.state, IntentState::Pending, "{op}");
+    }
+    assert_eq!(provider.effect_count(), 2, "neither was sent");
+}
+
 both_backends!(
     rate_limit_spaces_requests,
+    shutdown_hands_back_requests_waiting_for_their_token,
     a_request_waiting_for_its_token_through_a_pause_is_not_sent,
     provider_never_sees_more_than_max_in_flight,
     hanging_provider_does_not_delay_another,
