@@ -64,10 +64,13 @@ pub fn config(url: &str, dispatcher: &str, providers: &[ProviderSpec]) -> String
     text
 }
 
-/// A running `outboxd run`; stopped with SIGTERM by [`Daemon::stop`].
+/// A running `outboxd run`; stopped with SIGTERM by [`Daemon::stop`], or when dropped (a
+/// measurement that fails half-way must not leave a daemon behind: it would keep claiming,
+/// and waking on every later run's notifications, and skew what they measure).
 pub struct Daemon {
     child: Child,
     path: PathBuf,
+    stopped: bool,
 }
 
 impl Daemon {
@@ -88,7 +91,11 @@ impl Daemon {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        Ok(Daemon { child, path })
+        Ok(Daemon {
+            child,
+            path,
+            stopped: false,
+        })
     }
 
     /// The child's process id.
@@ -98,11 +105,75 @@ impl Daemon {
 
     /// SIGTERM, then waits for it to exit (it drains within its shutdown grace).
     pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
             .status();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A stand-in for `outboxd`: runs until it is signalled.
+    fn long_running_binary(dir: &std::path::Path) -> PathBuf {
+        let path = dir.join("fake-outboxd");
+        std::fs::write(&path, "#!/bin/sh\nexec sleep 600\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn running(pid: u32) -> bool {
+        // A reaped child has no /proc entry; an unreaped one would show state Z.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn a_daemon_dropped_on_an_error_path_is_stopped_and_its_config_removed() {
+        let dir = std::env::temp_dir().join(format!("obx-bench-daemon-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let binary = long_running_binary(&dir);
+        let (pid, config) = {
+            let daemon = Daemon::start(&binary, "# config").unwrap();
+            assert!(running(daemon.id()), "the stand-in should be running");
+            (daemon.id(), daemon.path.clone())
+            // dropped here, as a `?` in a measurement drops it
+        };
+        assert!(
+            !running(pid),
+            "the daemon outlived the measurement that started it"
+        );
+        assert!(!config.exists(), "its config file was left behind");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn stop_then_drop_signals_once() {
+        let dir = std::env::temp_dir().join(format!("obx-bench-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let daemon = Daemon::start(&long_running_binary(&dir), "# config").unwrap();
+        let pid = daemon.id();
+        daemon.stop();
+        assert!(!running(pid));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

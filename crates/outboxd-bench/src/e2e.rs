@@ -5,9 +5,9 @@
 //! REPEATABLE READ transaction held open by another client.
 
 use sqlx::AssertSqlSafe;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::daemon::Daemon;
 use super::report::Report;
 use super::setup::{seed, BenchDb};
 use super::{BenchError, BenchOptions};
@@ -40,18 +40,8 @@ fn start_daemon(
     options: &BenchOptions,
     url: &str,
     provider: &FakeProvider,
-) -> Result<(Child, std::path::PathBuf), BenchError> {
-    let path = std::env::temp_dir().join(format!("outboxd-bench-{}.toml", std::process::id()));
-    std::fs::write(&path, config(url, provider))?;
-    let child = Command::new(&options.daemon_binary)
-        .args(["run", "--config"])
-        .arg(&path)
-        .env_remove("OUTBOXD_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    Ok((child, path))
+) -> Result<Daemon, BenchError> {
+    Daemon::start(&options.daemon_binary, &config(url, provider))
 }
 
 /// Peak RSS (KiB) of a running process, from /proc.
@@ -117,7 +107,7 @@ pub fn start_for_latency(
     options: &BenchOptions,
     url: &str,
     provider: &FakeProvider,
-) -> Result<(Child, std::path::PathBuf), BenchError> {
+) -> Result<Daemon, BenchError> {
     start_daemon(options, url, provider)
 }
 
@@ -145,19 +135,6 @@ pub async fn wait_ready(db: &Database, limit: Duration) -> Result<(), BenchError
 /// Waits until `n` intents are finished.
 pub async fn wait_all_finished(db: &Database, n: usize, limit: Duration) -> Result<(), BenchError> {
     wait_delivered(db, n, limit).await
-}
-
-/// Stops a daemon started here.
-pub fn stop_child(child: Child) {
-    stop(child)
-}
-
-fn stop(mut child: Child) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let _ = child.wait();
 }
 
 /// Measures one shape and adds its rows to the report.
@@ -195,14 +172,14 @@ pub async fn throughput(
     // From the daemon's start to the last delivery (the rate is from the first attempt).
     let machine = super::cpu::CpuSample::now();
     let split = CpuSplit::start(options);
-    let (child, _config) = start_daemon(options, &bench.url, provider)?;
+    let child = start_daemon(options, &bench.url, provider)?;
     let pid = child.id();
     let waited = wait_delivered(&bench.db, n, Duration::from_secs(1800)).await;
     let busy = super::cpu::busy_since(machine);
     let rss_kib = peak_rss_kib(pid);
     let cpu = super::cpu::process_seconds(pid).unwrap_or(0.0);
     let split = split.finish(busy, cpu);
-    stop(child);
+    child.stop();
     waited?;
     let ms = span_ms(&bench.db, n).await?;
     let rate = n as f64 * 1000.0 / ms;
@@ -353,14 +330,14 @@ async fn long_transaction(
         .fetch_one(&mut *holder)
         .await?;
     let sql = "SELECT count(*) FROM outbox_intents WHERE state = 'delivered'";
-    let (child, _config) = start_daemon(options, &bench.url, provider)?;
+    let child = start_daemon(options, &bench.url, provider)?;
     let before = count(&bench.db, sql).await?;
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let during = count(&bench.db, sql).await? - before;
     holder.rollback().await?;
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let after = count(&bench.db, sql).await? - before - during;
-    stop(child);
+    child.stop();
     let backlog_left = count(
         &bench.db,
         "SELECT count(*) FROM outbox_intents WHERE state = 'pending'",
