@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use super::setup::ACTION;
 use super::BenchError;
@@ -71,7 +72,14 @@ pub struct Daemon {
     child: Child,
     path: PathBuf,
     stopped: bool,
+    /// How long a SIGTERM gets before SIGKILL.
+    stop_within: Duration,
 }
+
+/// Time a stopping daemon gets to drain (its default `shutdown_grace` is 20 s, and a claim
+/// handed back while the database is unreachable retries until its lease runs out) before
+/// it is killed.
+pub const STOP_WITHIN: Duration = Duration::from_secs(60);
 
 impl Daemon {
     /// Writes `config` to a file of its own and starts the daemon on it.
@@ -95,6 +103,7 @@ impl Daemon {
             child,
             path,
             stopped: false,
+            stop_within: STOP_WITHIN,
         })
     }
 
@@ -108,15 +117,33 @@ impl Daemon {
         self.terminate();
     }
 
+    /// SIGTERM, a wait of up to `stop_within`, then SIGKILL (also when SIGTERM could not
+    /// be sent): no measurement waits for ever on a daemon that does not stop.
     fn terminate(&mut self) {
         if std::mem::replace(&mut self.stopped, true) {
             return;
         }
-        let _ = Command::new("kill")
+        let signalled = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
+            .status()
+            .is_ok_and(|s| s.success());
+        let until = Instant::now() + self.stop_within;
+        while signalled && Instant::now() < until {
+            match self.child.try_wait() {
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                _ => break,
+            }
+        }
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            eprintln!(
+                "outboxd-bench: daemon {} did not stop within {:?} of SIGTERM; killing it",
+                self.child.id(),
+                self.stop_within
+            );
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -167,13 +194,27 @@ mod tests {
     }
 
     #[test]
-    fn stop_then_drop_signals_once() {
-        let dir = std::env::temp_dir().join(format!("obx-bench-stop-{}", std::process::id()));
+    fn a_daemon_that_ignores_sigterm_is_killed_after_the_deadline() {
+        let dir = std::env::temp_dir().join(format!("obx-bench-stubborn-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let daemon = Daemon::start(&long_running_binary(&dir), "# config").unwrap();
+        let path = dir.join("stubborn-outboxd");
+        // An ignored signal stays ignored across exec: `sleep` ignores SIGTERM too.
+        std::fs::write(&path, "#!/bin/sh\ntrap '' TERM\nexec sleep 600\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut daemon = Daemon::start(&path, "# config").unwrap();
+        daemon.stop_within = Duration::from_millis(300);
         let pid = daemon.id();
-        daemon.stop();
-        assert!(!running(pid));
+        std::thread::sleep(Duration::from_millis(100)); // let the trap be set
+        let (done, stopped) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            daemon.stop();
+            let _ = done.send(());
+        });
+        assert!(
+            stopped.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "stopping a daemon that ignores SIGTERM did not return"
+        );
+        assert!(!running(pid), "the stubborn daemon is still running");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -172,14 +172,14 @@ pub async fn throughput(
     // From the daemon's start to the last delivery (the rate is from the first attempt).
     let machine = super::cpu::CpuSample::now();
     let split = CpuSplit::start(options);
-    let child = start_daemon(options, &bench.url, provider)?;
-    let pid = child.id();
+    let daemon = start_daemon(options, &bench.url, provider)?;
+    let pid = daemon.id();
     let waited = wait_delivered(&bench.db, n, Duration::from_secs(1800)).await;
     let busy = super::cpu::busy_since(machine);
     let rss_kib = peak_rss_kib(pid);
     let cpu = super::cpu::process_seconds(pid).unwrap_or(0.0);
     let split = split.finish(busy, cpu);
-    child.stop();
+    daemon.stop();
     waited?;
     let ms = span_ms(&bench.db, n).await?;
     let rate = n as f64 * 1000.0 / ms;
@@ -330,14 +330,14 @@ async fn long_transaction(
         .fetch_one(&mut *holder)
         .await?;
     let sql = "SELECT count(*) FROM outbox_intents WHERE state = 'delivered'";
-    let child = start_daemon(options, &bench.url, provider)?;
+    let daemon = start_daemon(options, &bench.url, provider)?;
     let before = count(&bench.db, sql).await?;
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let during = count(&bench.db, sql).await? - before;
     holder.rollback().await?;
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let after = count(&bench.db, sql).await? - before - during;
-    child.stop();
+    daemon.stop();
     let backlog_left = count(
         &bench.db,
         "SELECT count(*) FROM outbox_intents WHERE state = 'pending'",

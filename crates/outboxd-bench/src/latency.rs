@@ -68,7 +68,7 @@ pub async fn offered_load(
         return Ok(());
     };
     let durable = super::durable::Durable::install(pool).await?;
-    let child = super::e2e::start_for_latency(options, &bench.url, provider)?;
+    let daemon = super::e2e::start_for_latency(options, &bench.url, provider)?;
     // Let the daemon start (LISTEN registered) before the first commit.
     super::e2e::wait_ready(&bench.db, Duration::from_secs(30)).await?;
     let per_worker = options.offered_rate / PRODUCERS;
@@ -82,7 +82,7 @@ pub async fn offered_load(
     }
     let expected = (total * PRODUCERS) as usize;
     super::e2e::wait_all_finished(&bench.db, expected, Duration::from_secs(120)).await?;
-    child.stop();
+    daemon.stop();
     let mut durable = durable.finish(pool).await?;
     durable.sort_by(f64::total_cmp);
     let rows: Vec<(String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
