@@ -308,6 +308,24 @@ impl Database {
         }
     }
 
+    /// The schema whose `outbox_intents` this pool's sessions use (PostgreSQL: as their
+    /// `search_path` resolves it; `None` on SQLite, or before the table exists). Wake-up
+    /// notifications name it (migration 0007).
+    pub async fn outbox_schema(&self) -> Result<Option<String>, sqlx::Error> {
+        match self {
+            Database::Postgres(pool) => {
+                sqlx::query_scalar(
+                    "SELECT n.nspname::text FROM pg_class c \
+                     JOIN pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE c.oid = to_regclass('outbox_intents')",
+                )
+                .fetch_optional(pool)
+                .await
+            }
+            Database::Sqlite(_) => Ok(None),
+        }
+    }
+
     /// Applies pending migrations.
     pub async fn migrate(&self) -> Result<MigrateReport, MigrateError> {
         match self {

@@ -86,6 +86,15 @@ macro_rules! migrations {
                     "/0006_send_window_items_by_intent.sql"
                 )),
             },
+            Migration {
+                version: 7,
+                name: "wakeups_name_their_schema",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0007_wakeups_name_their_schema.sql"
+                )),
+            },
         ]
     };
 }

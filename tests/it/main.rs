@@ -49,3 +49,4 @@ mod sqlite_memory;
 mod stored_values;
 mod tenant_fairness;
 mod upgrade;
+mod wakeups;

@@ -3,7 +3,8 @@
 //! intents that never sent anything and keeps every key that may already have reached the
 //! provider, on both backends; the dispatcher then delivers with those keys. Migration 0004
 //! (the tenant walk's index), 0005 (the bytewise walk's index, the recorded may-act-twice
-//! confirmations) and 0006 (the published send window) carry the same kinds of rows forward.
+//! confirmations), 0006 (the published send window) and 0007 (wake-ups that name their
+//! schema) carry the same kinds of rows forward.
 
 use crate::support;
 
@@ -230,6 +231,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
             (4, "tenant_turns_provider_states"),
             (5, "bytewise_turns_resend_confirmations"),
             (6, "send_window_items_by_intent"),
+            (7, "wakeups_name_their_schema"),
         ],
         "{report:?}"
     );
@@ -293,6 +295,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
         vec![
             (5, "bytewise_turns_resend_confirmations"),
             (6, "send_window_items_by_intent"),
+            (7, "wakeups_name_their_schema"),
         ],
         "{report:?}"
     );
@@ -478,7 +481,10 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(6, "send_window_items_by_intent")],
+        vec![
+            (6, "send_window_items_by_intent"),
+            (7, "wakeups_name_their_schema")
+        ],
         "{report:?}"
     );
     let rows = h.store.list_provider_states().await.unwrap();
@@ -593,4 +599,87 @@ async fn upgrade_to_0006_on_postgres() {
         return;
     };
     upgrade_to_0006_then_dispatch(t).await;
+}
+
+/// Schema 6 → 7 (the wake-up notification names its schema) with pending, in-flight and
+/// unknown intents: the rows carry over; on PostgreSQL an insert now notifies with the
+/// outbox's schema as the payload; the dispatcher delivers the pending and the taken-over
+/// intents and leaves the unknown one alone.
+async fn upgrade_to_0007_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![(7, "wakeups_name_their_schema")],
+        "{report:?}"
+    );
+    assert_eq!(
+        scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+        4,
+        "every row carried over"
+    );
+    if let Database::Postgres(pool) = &h.db {
+        let own =
+            h.db.outbox_schema()
+                .await
+                .unwrap()
+                .expect("the outbox's schema");
+        let mut listener = sqlx::postgres::PgListener::connect_with(pool)
+            .await
+            .unwrap();
+        listener
+            .listen(outboxd::dispatch::wakeup::CHANNEL)
+            .await
+            .unwrap();
+        h.enqueue(NewIntent::new(
+            "acme",
+            "s7-new",
+            REFUND,
+            json!({"amount": 1}),
+        ))
+        .await;
+        let note = tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())
+            .await
+            .expect("a notification for the insert")
+            .unwrap();
+        assert_eq!(
+            note.payload(),
+            own,
+            "the notification names the outbox's schema"
+        );
+    }
+    h.make_due().await;
+    h.dispatcher.drain().await.unwrap();
+    for id in [fresh, other, inflight] {
+        let row = h.intent(id).await;
+        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+        assert_eq!(
+            h.provider
+                .effects_for_key(row.idempotency_key.as_str())
+                .len(),
+            1
+        );
+    }
+    assert_eq!(h.intent(inflight).await.ambiguous_attempts, 1);
+    let unknown_row = h.intent(unknown).await;
+    assert_eq!(unknown_row.state, IntentState::Unknown);
+    assert_eq!(
+        h.provider
+            .request_count_for_key(unknown_row.idempotency_key.as_str()),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0007_on_sqlite() {
+    upgrade_to_0007_then_dispatch(TestDb::sqlite_at(6).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0007_on_postgres() {
+    let Some(t) = TestDb::postgres_at(6).await else {
+        return;
+    };
+    upgrade_to_0007_then_dispatch(t).await;
 }

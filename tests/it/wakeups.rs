@@ -1,0 +1,66 @@
+//! An idle dispatcher wakes for its own outbox's inserts, not for another outbox's in the
+//! same PostgreSQL database (migration 0007: the notification names its schema). A
+//! notification without a payload, as a trigger older than 0007 sends, still wakes it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outboxd::dispatch::wakeup::{Wakeup, CHANNEL};
+use outboxd::store::Database;
+use outboxd::NewIntent;
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::support::TestDb;
+
+async fn insert_one(db: &Database, op: &str) {
+    let Database::Postgres(pool) = db else {
+        unreachable!("PostgreSQL only")
+    };
+    let mut tx = pool.begin().await.unwrap();
+    outboxd::enqueue(
+        &mut tx,
+        NewIntent::new("acme", op, "issue_refund", json!({"amount": 1})),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_outbox_in_the_database_does_not_wake_the_dispatcher() {
+    let (Some(ours), Some(theirs)) = (TestDb::postgres().await, TestDb::postgres().await) else {
+        return;
+    };
+    let mut wakeup = Wakeup::new(&ours.db, Arc::new(Notify::new())).await;
+    assert!(wakeup.is_listening());
+
+    insert_one(&theirs.db, "theirs-1").await;
+    assert!(
+        !wakeup.wait(Duration::from_millis(700)).await,
+        "an insert into another schema's outbox woke this dispatcher"
+    );
+
+    // Theirs first, then ours, within one wait: ours wakes it.
+    insert_one(&theirs.db, "theirs-2").await;
+    insert_one(&ours.db, "ours-1").await;
+    assert!(
+        wakeup.wait(Duration::from_secs(10)).await,
+        "an insert into this dispatcher's own outbox did not wake it"
+    );
+
+    // A notification with no payload (a trigger from before migration 0007, or one sent by
+    // hand) wakes it too.
+    let Database::Postgres(pool) = &theirs.db else {
+        unreachable!()
+    };
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(CHANNEL)
+        .execute(pool)
+        .await
+        .unwrap();
+    assert!(
+        wakeup.wait(Duration::from_secs(10)).await,
+        "a notification without a payload did not wake it"
+    );
+}
