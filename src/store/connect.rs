@@ -314,13 +314,9 @@ impl Database {
     pub async fn outbox_schema(&self) -> Result<Option<String>, sqlx::Error> {
         match self {
             Database::Postgres(pool) => {
-                sqlx::query_scalar(
-                    "SELECT n.nspname::text FROM pg_class c \
-                     JOIN pg_namespace n ON n.oid = c.relnamespace \
-                     WHERE c.oid = to_regclass('outbox_intents')",
-                )
-                .fetch_optional(pool)
-                .await
+                sqlx::query_scalar(super::postgres::OUTBOX_SCHEMA_SQL)
+                    .fetch_optional(pool)
+                    .await
             }
             Database::Sqlite(_) => Ok(None),
         }

@@ -218,24 +218,10 @@ async fn record_at_schema_3(h: &Harness) -> [IntentId; 4] {
     [fresh, other, inflight, unknown]
 }
 
-/// Schema 3 → 4 (the per-tenant due index, the provider state table) with pending, in-flight
-/// and unknown intents: the rows carry over and the dispatcher then claims by tenant turns,
-/// takes the expired lease over and leaves the unknown intent alone.
-async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
-    let h = Harness::new(&t).await;
-    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
-    let report = t.db.migrate().await.expect("upgrade to the current schema");
-    assert_eq!(
-        report.applied,
-        vec![
-            (4, "tenant_turns_provider_states"),
-            (5, "bytewise_turns_resend_confirmations"),
-            (6, "send_window_items_by_intent"),
-            (7, "wakeups_name_their_schema"),
-        ],
-        "{report:?}"
-    );
-    assert!(h.store.list_provider_states().await.unwrap().is_empty());
+/// After an upgrade, with the intents of [`record_at_schema_3`]: the dispatcher delivers
+/// the two pending intents and the one whose lease expired (counted as one ambiguous
+/// attempt), each once under its key, and sends nothing for the unknown one.
+async fn dispatch_after_upgrade(h: &Harness, [fresh, other, inflight, unknown]: [IntentId; 4]) {
     h.make_due().await;
     h.dispatcher.drain().await.unwrap();
     for id in [fresh, other, inflight] {
@@ -257,6 +243,27 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
             .request_count_for_key(unknown_row.idempotency_key.as_str()),
         0
     );
+}
+
+/// Schema 3 → 4 (the per-tenant due index, the provider state table) with pending, in-flight
+/// and unknown intents: the rows carry over and the dispatcher then claims by tenant turns,
+/// takes the expired lease over and leaves the unknown intent alone.
+async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![
+            (4, "tenant_turns_provider_states"),
+            (5, "bytewise_turns_resend_confirmations"),
+            (6, "send_window_items_by_intent"),
+            (7, "wakeups_name_their_schema"),
+        ],
+        "{report:?}"
+    );
+    assert!(h.store.list_provider_states().await.unwrap().is_empty());
+    dispatch_after_upgrade(&h, [fresh, other, inflight, unknown]).await;
     assert_eq!(h.provider.effect_count(), 3);
 }
 
@@ -564,27 +571,8 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
         "items are not found by intent through the new index: {plan}"
     );
 
-    h.make_due().await;
-    h.dispatcher.drain().await.unwrap();
-    for id in [fresh, other, inflight] {
-        let row = h.intent(id).await;
-        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
-        assert_eq!(
-            h.provider
-                .effects_for_key(row.idempotency_key.as_str())
-                .len(),
-            1
-        );
-    }
-    assert_eq!(h.intent(inflight).await.ambiguous_attempts, 1);
-    let unknown_row = h.intent(unknown).await;
-    assert_eq!(unknown_row.state, IntentState::Unknown);
+    dispatch_after_upgrade(&h, [fresh, other, inflight, unknown]).await;
     assert_eq!(h.open_items(unknown).await, 1, "still in reconciliation");
-    assert_eq!(
-        h.provider
-            .request_count_for_key(unknown_row.idempotency_key.as_str()),
-        0
-    );
     assert_eq!(h.provider.effect_count(), 3);
 }
 
@@ -639,36 +627,23 @@ async fn upgrade_to_0007_then_dispatch(t: TestDb) {
             json!({"amount": 1}),
         ))
         .await;
-        let note = tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())
-            .await
-            .expect("a notification for the insert")
-            .unwrap();
-        assert_eq!(
-            note.payload(),
-            own,
-            "the notification names the outbox's schema"
+        // The channel is shared by every schema of the test database (other tests insert
+        // at the same time): wait for one that names this outbox. Before 0007 none does.
+        let named = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                let note = listener.recv().await.unwrap();
+                if note.payload() == own {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(
+            named.is_ok(),
+            "no notification named the outbox's schema {own}"
         );
     }
-    h.make_due().await;
-    h.dispatcher.drain().await.unwrap();
-    for id in [fresh, other, inflight] {
-        let row = h.intent(id).await;
-        assert_eq!(row.state, IntentState::Delivered, "{row:?}");
-        assert_eq!(
-            h.provider
-                .effects_for_key(row.idempotency_key.as_str())
-                .len(),
-            1
-        );
-    }
-    assert_eq!(h.intent(inflight).await.ambiguous_attempts, 1);
-    let unknown_row = h.intent(unknown).await;
-    assert_eq!(unknown_row.state, IntentState::Unknown);
-    assert_eq!(
-        h.provider
-            .request_count_for_key(unknown_row.idempotency_key.as_str()),
-        0
-    );
+    dispatch_after_upgrade(&h, [fresh, other, inflight, unknown]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

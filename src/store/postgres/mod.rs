@@ -17,6 +17,28 @@ mod rows;
 
 pub use review::append_audit_on;
 
+/// The schema of the `outbox_intents` a session resolves (its `search_path`): what every
+/// wake-up notification names (migration 0007; the insert trigger sends
+/// `TG_TABLE_SCHEMA`, the same schema), and what a dispatcher compares them with.
+macro_rules! outbox_schema_query {
+    () => {
+        "SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE c.oid = to_regclass('outbox_intents')"
+    };
+}
+
+/// The schema of this session's outbox ([`outbox_schema_query`]); no row before the table
+/// exists.
+pub const OUTBOX_SCHEMA_SQL: &str = outbox_schema_query!();
+
+/// Wakes the idle dispatchers of this session's outbox (and, with an empty payload, every
+/// dispatcher when the schema cannot be told).
+pub const WAKE_DISPATCHERS_SQL: &str = concat!(
+    "SELECT pg_notify('outboxd_intents', coalesce((",
+    outbox_schema_query!(),
+    "), ''))"
+);
+
 use sqlx::PgPool;
 
 /// The PostgreSQL store: every role of [`crate::store::OutboxStore`].

@@ -176,7 +176,7 @@ impl ChangeStatements for PgChange {
     }
 
     async fn wake_dispatchers(&mut self) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_notify('outboxd_intents', '')")
+        sqlx::query(super::WAKE_DISPATCHERS_SQL)
             .execute(&mut *self.0)
             .await?;
         Ok(())
