@@ -6,8 +6,9 @@
 //! The channel is one per database; each notification names the schema of the outbox it
 //! comes from (migration 0007), and a notification naming another schema — another outbox
 //! in the same database — does not wake this dispatcher; nor does a redispatch in another
-//! outbox (it notifies with its own schema). One with no payload (a trigger older than
-//! 0007, or a `NOTIFY` sent by hand) wakes it.
+//! outbox (this release notifies with its schema). One with no payload (a trigger older
+//! than 0007, a redispatch by an earlier release's binary, or a `NOTIFY` sent by hand)
+//! wakes it.
 
 use std::sync::Arc;
 use std::time::Duration;

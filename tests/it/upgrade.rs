@@ -644,6 +644,9 @@ async fn upgrade_to_0007_then_dispatch(t: TestDb) {
         );
     }
     dispatch_after_upgrade(&h, [fresh, other, inflight, unknown]).await;
+    // The three carried over, and on PostgreSQL the one inserted to read the notification.
+    let inserted_after = usize::from(matches!(h.db, Database::Postgres(_)));
+    assert_eq!(h.provider.effect_count(), 3 + inserted_after);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

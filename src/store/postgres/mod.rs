@@ -27,7 +27,7 @@ macro_rules! outbox_schema_query {
     };
 }
 
-/// The schema of this session's outbox ([`outbox_schema_query`]); no row before the table
+/// The schema of this session's outbox (`outbox_schema_query!`); no row before the table
 /// exists.
 pub const OUTBOX_SCHEMA_SQL: &str = outbox_schema_query!();
 
