@@ -11,20 +11,12 @@ use outboxd::NewIntent;
 use serde_json::json;
 use tokio::sync::Notify;
 
+use crate::support::harness::enqueue_committed;
 use crate::support::TestDb;
 
 async fn insert_one(db: &Database, op: &str) {
-    let Database::Postgres(pool) = db else {
-        unreachable!("PostgreSQL only")
-    };
-    let mut tx = pool.begin().await.unwrap();
-    outboxd::enqueue(
-        &mut tx,
-        NewIntent::new("acme", op, "issue_refund", json!({"amount": 1})),
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
+    let intent = NewIntent::new("acme", op, "issue_refund", json!({"amount": 1}));
+    enqueue_committed(db, intent).await;
 }
 
 /// A second outbox (its own schema, migrated) in the database of `ours`.

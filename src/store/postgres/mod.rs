@@ -17,6 +17,8 @@ mod rows;
 
 pub use review::append_audit_on;
 
+use sqlx::PgPool;
+
 /// The schema of the `outbox_intents` a session resolves (its `search_path`): what every
 /// wake-up notification names (migration 0007; the insert trigger sends
 /// `TG_TABLE_SCHEMA`, the same schema), and what a dispatcher compares them with.
@@ -38,8 +40,6 @@ pub const WAKE_DISPATCHERS_SQL: &str = concat!(
     outbox_schema_query!(),
     "), ''))"
 );
-
-use sqlx::PgPool;
 
 /// The PostgreSQL store: every role of [`crate::store::OutboxStore`].
 #[derive(Debug, Clone)]
