@@ -611,20 +611,27 @@ async fn claim_and_deliver(store: &std::sync::Arc<dyn outboxd::store::OutboxStor
     assert_eq!(recorded, vec![RecordResult::Recorded]);
 }
 
-/// PostgreSQL: a connection that first wrote outcomes while the table was empty still looks
-/// intents up by id after the table grew (no ANALYZE in between): the statements that join
-/// the table to a list of ids (outcome, takeover, release) are not kept as prepared
-/// statements, whose cached plan from the empty table scanned the whole table on every
-/// outcome write.
+/// PostgreSQL: a connection that first claimed and wrote outcomes while the table was nearly
+/// empty still looks intents up by id after the table grew (no ANALYZE in between): the
+/// statements that join the table to a list of ids (claim, outcome, takeover, release) are
+/// not kept as prepared statements, whose cached plan from the small table scanned the
+/// whole table on every execution.
+///
+/// The connection uses `plan_cache_mode = force_generic_plan`, so a prepared statement is
+/// certain to run on the plan made at its first execution. Under the default (`auto`)
+/// PostgreSQL settles on that cached plan only sometimes (when its estimated cost is no
+/// higher than the custom plans'; what was left to prune on the table's pages decides), so
+/// without it a kept statement failed this test about once in seven suite runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outcome_write_does_not_scan_a_table_that_grew() {
     let Some(t) = TestDb::postgres().await else {
         return;
     };
     // Exactly one backend, so one plan cache and one source of statistics.
+    let options: sqlx::postgres::PgConnectOptions = t.url.parse().unwrap();
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
-        .connect(&t.url)
+        .connect_with(options.options([("plan_cache_mode", "force_generic_plan")]))
         .await
         .unwrap();
     let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::int")
@@ -677,7 +684,7 @@ async fn outcome_write_does_not_scan_a_table_that_grew() {
         "10 claims and outcome writes scanned the grown table {scans} times"
     );
 
-    // The release and the takeover are not kept prepared either; the claim is.
+    // The release and the takeover are not kept prepared either.
     enqueue("op-release".to_owned()).await;
     let claimed = store
         .claim_due(&claim_one("planner", Duration::from_secs(30)))
@@ -707,15 +714,18 @@ async fn outcome_write_does_not_scan_a_table_that_grew() {
         .await
         .unwrap();
     assert!(
-        prepared
-            .iter()
-            .any(|s| s.contains("FOR UPDATE SKIP LOCKED")),
-        "the claim should be prepared: {prepared:?}"
-    );
-    assert!(
         !prepared
             .iter()
-            .any(|s| s.contains("INSERT INTO outbox_attempts")),
+            .any(|s| s.contains("FOR UPDATE SKIP LOCKED")
+                || s.contains("INSERT INTO outbox_attempts")),
         "a statement joining the table to a list of ids is kept prepared: {prepared:?}"
+    );
+    let mode: String = sqlx::query_scalar("SELECT current_setting('plan_cache_mode')")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        mode, "force_generic_plan",
+        "the test's own setting took effect"
     );
 }

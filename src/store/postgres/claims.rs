@@ -2,17 +2,19 @@
 //! outcome batch and release is one statement (a data-modifying CTE, texts in
 //! [`super::claim_sql`]) in its own short transaction; none is held across an HTTP call.
 //!
-//! The statements that join `outbox_intents` to a list of ids (outcomes, takeovers,
+//! The statements that join `outbox_intents` to a list of ids (claims, outcomes, takeovers,
 //! releases) are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for
 //! the table as it is now. A prepared statement is planned for its first executions and may
 //! then settle on a cached generic plan: made while the table was nearly empty, that plan
 //! joins it by sequential scan, and keeps doing so as the table grows until the next ANALYZE
 //! (in the benchmark, a millisecond of database CPU per intent at 1,000 intents/s on a fresh
-//! table; test `outcome_write_does_not_scan_a_table_that_grew`). The price is one more round
-//! trip (sqlx describes an unnamed statement before executing it) and a plan per execution,
-//! per batch of up to `batch_size` outcomes. sqlx looks its statement cache up by SQL text
-//! first, so these texts must not also be run as cached statements on the same connection.
-//! The claim keeps its prepared statement: it reads the due index in order either way.
+//! table; test `outcome_write_does_not_scan_a_table_that_grew`). The claim reads the due
+//! index in order under any plan, but its `UPDATE` finds the rows it locked by id, and a
+//! generic plan made on a small table does that with a hash join over a sequential scan
+//! (decision 0015). The price is one more round trip (sqlx describes an unnamed statement
+//! before executing it) and a plan per execution, per claim or batch of outcomes. sqlx
+//! looks its statement cache up by SQL text first, so these texts must not also be run as
+//! cached statements on the same connection.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -69,7 +71,9 @@ impl ClaimStore for PgStore {
         share: &FairShare,
     ) -> Result<Vec<ClaimedIntent>, StoreError> {
         let (start, inclusive) = share.start_bound();
+        // Planned on every execution (see the module documentation).
         let rows = sqlx::query(CLAIM_DUE_SQL)
+            .persistent(false)
             .bind(req.now)
             .bind(&req.actions)
             .bind(i64::from(req.limit))
