@@ -40,12 +40,12 @@ pub async fn deliver(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeR
                 intent_id: intent.id.get(),
             },
         );
-        let request = DeliveryRequest::json(
-            action.method.clone(),
+        let request = DeliveryRequest {
+            method: action.method.clone(),
             path,
-            intent.idempotency_key.clone(),
-            &intent.payload,
-        );
+            idempotency_key: intent.idempotency_key.as_str().to_owned(),
+            body: intent.payload.bytes(),
+        };
         let observation = action.client.send(&request).await;
         let classified = classify(
             &observation,
@@ -271,7 +271,7 @@ mod tests {
             tenant: TenantId::parse("acme").unwrap(),
             operation_id: OperationId::parse("op").unwrap(),
             action: ActionName::parse("issue_refund").unwrap(),
-            payload: serde_json::json!({}),
+            payload: crate::store::PayloadBody::from_value(&serde_json::json!({})),
             payload_version: 1,
             idempotency_key: IdempotencyKey::parse("k").unwrap(),
             attempt_count: attempt,

@@ -113,7 +113,7 @@ mod tests {
                 tenant: TenantId::parse(*t).unwrap(),
                 operation_id: OperationId::parse(format!("op-{i}")).unwrap(),
                 action: ActionName::parse("a").unwrap(),
-                payload: serde_json::json!({}),
+                payload: crate::store::PayloadBody::from_value(&serde_json::json!({})),
                 payload_version: 1,
                 idempotency_key: IdempotencyKey::parse("k").unwrap(),
                 attempt_count: 1,

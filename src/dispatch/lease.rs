@@ -61,7 +61,7 @@ mod tests {
             tenant: TenantId::parse("acme").unwrap(),
             operation_id: OperationId::parse("op").unwrap(),
             action: ActionName::parse("issue_refund").unwrap(),
-            payload: serde_json::json!({}),
+            payload: crate::store::PayloadBody::from_value(&serde_json::json!({})),
             payload_version: 1,
             idempotency_key: IdempotencyKey::parse("k").unwrap(),
             attempt_count: 1,

@@ -16,7 +16,7 @@ fn intent(attempt_count: i32) -> ClaimedIntent {
         tenant: TenantId::parse("acme").unwrap(),
         operation_id: OperationId::parse("op-7").unwrap(),
         action: ActionName::parse("issue_refund").unwrap(),
-        payload: json!({"amount": 1}),
+        payload: crate::store::PayloadBody::from_value(&json!({"amount": 1})),
         payload_version: 1,
         idempotency_key: IdempotencyKey::parse("obx1_k").unwrap(),
         attempt_count,

@@ -2,8 +2,10 @@
 //! intents, attempt records, lifecycle transitions and read models for status and review,
 //! and the status fold ([`StatusSummary::from_counts`]).
 
+use std::fmt;
 use std::time::Duration;
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -87,8 +89,56 @@ impl FairShare {
     }
 }
 
+/// A claimed intent's payload as the request body: its JSON, compact, object keys in
+/// bytewise order (what `serde_json::Value` writes), built once when the claim is read.
+///
+/// The parsed tree is not kept. A payload near the 256 KiB limit can parse to tens of
+/// times its size (a long `[0,0,…]` array: a `Value` of 32 bytes and, for exact numbers,
+/// a heap string per element), and every claimed intent holds its payload until its
+/// outcome is recorded: with the default request slots full of such payloads, the trees
+/// took gigabytes. Held as bytes, an intent costs its payload's size; cloning is a
+/// reference count.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PayloadBody(Bytes);
+
+impl PayloadBody {
+    /// The body of `payload`.
+    pub fn from_value(payload: &Value) -> Self {
+        Self(Bytes::from(payload.to_string()))
+    }
+
+    /// Parses stored JSON text and writes it back compact: the tree lives only for the
+    /// length of this call.
+    pub fn from_json_text(text: &str) -> Result<Self, serde_json::Error> {
+        let payload: Value = serde_json::from_str(text)?;
+        Ok(Self::from_value(&payload))
+    }
+
+    /// The bytes sent (a cheap clone of the shared buffer).
+    pub fn bytes(&self) -> Bytes {
+        self.0.clone()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the body is empty (never, for a stored payload: it is a JSON object).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The length only: a payload may carry personal data and be 256 KiB long.
+impl fmt::Debug for PayloadBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PayloadBody({} bytes)", self.0.len())
+    }
+}
+
 /// An intent this dispatcher holds a lease on.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ClaimedIntent {
     /// Intent id.
     pub id: IntentId,
@@ -98,8 +148,8 @@ pub struct ClaimedIntent {
     pub operation_id: OperationId,
     /// Action name.
     pub action: ActionName,
-    /// Payload (a JSON object).
-    pub payload: Value,
+    /// Payload (a JSON object), as the request body.
+    pub payload: PayloadBody,
     /// Payload version.
     pub payload_version: i32,
     /// The downstream idempotency key (never regenerated).

@@ -36,6 +36,7 @@ mod producer_holes;
 mod provider_states;
 mod quickstart;
 mod reconcile_probes;
+mod request_body;
 mod resend_confirmation;
 mod retention_job;
 mod review_page;

@@ -378,12 +378,12 @@ pub async fn naive(
         let Some(c) = claimed.first() else { break };
         let path = "/keyed/naive".to_owned();
         let _ = client
-            .send(&DeliveryRequest::json(
-                reqwest::Method::POST,
+            .send(&DeliveryRequest {
+                method: reqwest::Method::POST,
                 path,
-                c.idempotency_key.clone(),
-                &c.payload,
-            ))
+                idempotency_key: c.idempotency_key.as_str().to_owned(),
+                body: c.payload.bytes(),
+            })
             .await;
         store
             .record_outcomes(&[delivered(c.id, c.fencing_token)])

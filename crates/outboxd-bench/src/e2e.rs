@@ -45,7 +45,7 @@ fn start_daemon(
 }
 
 /// Peak RSS (KiB) of a running process, from /proc.
-fn peak_rss_kib(pid: u32) -> u64 {
+pub(crate) fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()

@@ -11,7 +11,8 @@
 //!
 //! Files: [`setup`] (fresh database, seeding), [`ceilings`] (raw, own SQL, HTTP, naive),
 //! [`e2e`] (the daemon as a child process, resources), [`cpu`] (how busy the machine was), [`latency`] (offered load),
-//! [`producer`] (enqueue overhead), [`report`] (the table).
+//! [`producer`] (enqueue overhead), [`payloads`] (memory with payloads near the size limit),
+//! [`report`] (the table).
 //!
 //! The scenarios of issue 15, each in a module: [`isolation`] (a slow or silent provider
 //! beside a fast one), [`ratelimit`], [`breaker`], [`fairness`] (tenants), [`sweep`] (the
@@ -30,6 +31,7 @@ pub mod isolation;
 pub mod latency;
 pub mod measure;
 pub mod metrics_cost;
+pub mod payloads;
 pub mod producer;
 pub mod ratelimit;
 pub mod report;
@@ -91,6 +93,8 @@ pub struct Scenarios {
     pub fairness_for: Duration,
     /// Intents per sweep point (0 skips the sweep).
     pub sweep_intents: usize,
+    /// Intents with a payload near the size limit, drained to a slow provider (0 skips).
+    pub large_payload_intents: usize,
 }
 
 impl Scenarios {
@@ -108,6 +112,8 @@ impl Scenarios {
             // were asked for (shorter drains, a fraction of a second on SQLite, measured
             // its checkpoints and start-up more than the settings).
             sweep_intents: intents.min(20_000).max(intents / 4),
+            // Two and a half times the default request slots (256).
+            large_payload_intents: 640,
         }
     }
 
@@ -122,6 +128,7 @@ impl Scenarios {
             fairness_backlog: 2_000,
             fairness_for: Duration::from_secs(1),
             sweep_intents: 300,
+            large_payload_intents: 20,
         }
     }
 }
@@ -168,6 +175,14 @@ pub async fn run(options: &BenchOptions) -> Result<report::Report, BenchError> {
     ceilings::naive(options, &provider, &mut report).await?;
     report.section("end to end");
     e2e::throughput(options, &provider, e2e::Shape::Empty, &mut report).await?;
+    if options.scenarios.large_payload_intents > 0 {
+        payloads::run(
+            options,
+            options.scenarios.large_payload_intents,
+            &mut report,
+        )
+        .await?;
+    }
     if options.scale_rows > 0 {
         e2e::throughput(
             options,
@@ -248,6 +263,9 @@ pub enum Only {
     Latency,
     /// The rate-limit scenario.
     RateLimit,
+    /// The large-payload memory figures (after the small-payload drain they are read
+    /// against).
+    Payloads,
 }
 
 /// Only one measurement, with its own table (targets of the others read as missing).
@@ -267,6 +285,13 @@ pub async fn run_only(options: &BenchOptions, only: Only) -> Result<report::Repo
         Only::RateLimit => {
             report.section("rate limit");
             ratelimit::run(options, options.scenarios.rate_limit_intents, &mut report).await?;
+        }
+        Only::Payloads => {
+            let provider = fast_provider()?;
+            report.section("large payloads");
+            e2e::throughput(options, &provider, e2e::Shape::Empty, &mut report).await?;
+            let n = options.scenarios.large_payload_intents.max(1);
+            payloads::run(options, n, &mut report).await?;
         }
     }
     report.finish();

@@ -55,7 +55,8 @@ struct Args {
     #[arg(long)]
     only_sweep: bool,
     /// Run only one figure's measurement, to iterate on it (`latency`: the offered load,
-    /// PostgreSQL; `rate-limit`: the rate-limit scenario).
+    /// PostgreSQL; `rate-limit`: the rate-limit scenario; `payloads`: memory with payloads
+    /// near the size limit, after the small-payload drain it is read against).
     #[arg(long, value_enum)]
     only: Option<Only>,
     /// A small run for CI: a few hundred intents, short phases, no targets.

@@ -8,8 +8,8 @@ use sqlx::Row;
 
 use crate::intent::{ActionName, IdempotencyKey, OperationId, OrderingKey, TenantId};
 use crate::store::{
-    parse_class, parse_state, AttemptRow, AuditEntry, ClaimedIntent, IntentRow, ReconciliationItem,
-    StoreError, Tombstone,
+    parse_class, parse_state, AttemptRow, AuditEntry, ClaimedIntent, IntentRow, PayloadBody,
+    ReconciliationItem, StoreError, Tombstone,
 };
 
 /// The columns [`intent_from_row`] reads.
@@ -104,12 +104,13 @@ pub(super) fn item_from_row(row: &PgRow) -> Result<ReconciliationItem, StoreErro
 // reading as a column, SQLite passes it in.
 pub(super) fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
     let payload: Json<serde_json::Value> = row.try_get("payload")?;
+    let payload = PayloadBody::from_value(&payload.0);
     Ok(ClaimedIntent {
         id: row.try_get("id")?,
         tenant: TenantId::from_store(row.try_get("tenant")?),
         operation_id: OperationId::from_store(row.try_get("operation_id")?),
         action: ActionName::from_store(row.try_get("action")?),
-        payload: payload.0,
+        payload,
         payload_version: row.try_get("payload_version")?,
         idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
         attempt_count: row.try_get("attempt_count")?,
