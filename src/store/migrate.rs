@@ -95,6 +95,15 @@ macro_rules! migrations {
                     "/0007_wakeups_name_their_schema.sql"
                 )),
             },
+            Migration {
+                version: 8,
+                name: "drop_superseded_tenant_walk_index",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0008_drop_superseded_tenant_walk_index.sql"
+                )),
+            },
         ]
     };
 }

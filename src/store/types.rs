@@ -40,7 +40,8 @@ pub struct ClaimRequest {
 /// `str`), starting where `start` says and wrapping around to the first one, and takes from
 /// each at most `per_tenant` of its due intents (in `next_attempt_at`, `id` order), until
 /// it has `limit`. Each tenant's intents are found by a seek per action (index
-/// `outbox_intents_due_by_tenant`), so neither a tenant's backlog nor another provider's
+/// `outbox_intents_due_by_tenant_bytewise` on PostgreSQL, `outbox_intents_due_by_tenant`
+/// on SQLite), so neither a tenant's backlog nor another provider's
 /// delays the next tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FairShare {

@@ -3,8 +3,9 @@
 //! intents that never sent anything and keeps every key that may already have reached the
 //! provider, on both backends; the dispatcher then delivers with those keys. Migration 0004
 //! (the tenant walk's index), 0005 (the bytewise walk's index, the recorded may-act-twice
-//! confirmations), 0006 (the published send window) and 0007 (wake-ups that name their
-//! schema) carry the same kinds of rows forward.
+//! confirmations), 0006 (the published send window), 0007 (wake-ups that name their
+//! schema) and 0008 (the superseded tenant-walk index dropped on PostgreSQL) carry the
+//! same kinds of rows forward.
 
 use crate::support;
 
@@ -259,6 +260,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
             (5, "bytewise_turns_resend_confirmations"),
             (6, "send_window_items_by_intent"),
             (7, "wakeups_name_their_schema"),
+            (8, "drop_superseded_tenant_walk_index"),
         ],
         "{report:?}"
     );
@@ -303,6 +305,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
             (5, "bytewise_turns_resend_confirmations"),
             (6, "send_window_items_by_intent"),
             (7, "wakeups_name_their_schema"),
+            (8, "drop_superseded_tenant_walk_index"),
         ],
         "{report:?}"
     );
@@ -490,7 +493,8 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
         report.applied,
         vec![
             (6, "send_window_items_by_intent"),
-            (7, "wakeups_name_their_schema")
+            (7, "wakeups_name_their_schema"),
+            (8, "drop_superseded_tenant_walk_index")
         ],
         "{report:?}"
     );
@@ -599,7 +603,10 @@ async fn upgrade_to_0007_then_dispatch(t: TestDb) {
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(7, "wakeups_name_their_schema")],
+        vec![
+            (7, "wakeups_name_their_schema"),
+            (8, "drop_superseded_tenant_walk_index")
+        ],
         "{report:?}"
     );
     assert_eq!(
@@ -660,4 +667,64 @@ async fn upgrade_to_0007_on_postgres() {
         return;
     };
     upgrade_to_0007_then_dispatch(t).await;
+}
+
+/// How many indexes of the outbox's own schema have this name.
+async fn index_count(db: &Database, name: &str) -> i64 {
+    let sqlite =
+        format!("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = '{name}'");
+    let postgres = format!(
+        "SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = '{name}'"
+    );
+    match db {
+        Database::Sqlite(_) => scalar(db, &sqlite).await,
+        Database::Postgres(_) => scalar(db, &postgres).await,
+    }
+}
+
+/// Schema 7 → 8 with pending, in-flight and unknown intents: on PostgreSQL the index of
+/// the schema-4 tenant walk is gone and the bytewise one stays; on SQLite, whose claim
+/// walks tenants through that index, nothing changes. The rows carry over and the
+/// dispatcher delivers the pending and taken-over intents and leaves the unknown one alone.
+async fn upgrade_to_0008_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    let old = "outbox_intents_due_by_tenant";
+    assert_eq!(index_count(&h.db, old).await, 1, "schema 7 has {old}");
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![(8, "drop_superseded_tenant_walk_index")],
+        "{report:?}"
+    );
+    assert_eq!(
+        scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+        4,
+        "every row carried over"
+    );
+    match h.db {
+        Database::Postgres(_) => {
+            assert_eq!(index_count(&h.db, old).await, 0, "{old} dropped");
+            let bytewise = "outbox_intents_due_by_tenant_bytewise";
+            assert_eq!(index_count(&h.db, bytewise).await, 1, "{bytewise} stays");
+        }
+        Database::Sqlite(_) => {
+            assert_eq!(index_count(&h.db, old).await, 1, "SQLite keeps {old}");
+        }
+    }
+    dispatch_after_upgrade(&h, [fresh, other, inflight, unknown]).await;
+    assert_eq!(h.provider.effect_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0008_on_sqlite() {
+    upgrade_to_0008_then_dispatch(TestDb::sqlite_at(7).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0008_on_postgres() {
+    let Some(t) = TestDb::postgres_at(7).await else {
+        return;
+    };
+    upgrade_to_0008_then_dispatch(t).await;
 }

@@ -1,0 +1,13 @@
+-- 0008, contract (the previous binary runs unchanged on this schema): drops the index
+-- `outbox_intents_due_by_tenant` (0004), which only the claim of binaries built for
+-- schema 4 read. Since 0005 the claim walks tenants in bytewise order through
+-- `outbox_intents_due_by_tenant_bytewise` (`tenant COLLATE "C"`); a binary built for
+-- schema 5, 6 or 7 never reads the older index, and a binary built for schema 4 does not
+-- run on this schema (the compatibility window is a binary's own schema and the next).
+-- Until now every pending intent was written to both indexes: on every enqueue, retry,
+-- release and redispatch, one index entry more to write, WAL-log and vacuum, and one
+-- more index for the planner to weigh in every statement on `outbox_intents` (the claim
+-- is planned on every execution, decision 0015). No rows change. `DROP INDEX` takes the
+-- table's lock for a moment: it waits for transactions that hold rows of the table (a
+-- producer's open transaction), and statements on the table wait behind it.
+DROP INDEX IF EXISTS outbox_intents_due_by_tenant;
