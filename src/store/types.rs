@@ -108,11 +108,22 @@ impl PayloadBody {
         Self(Bytes::from(payload.to_string()))
     }
 
-    /// Parses stored JSON text and writes it back compact: the tree lives only for the
-    /// length of this call.
-    pub fn from_json_text(text: &str) -> Result<Self, serde_json::Error> {
-        let payload: Value = serde_json::from_str(text)?;
-        Ok(Self::from_value(&payload))
+    /// The body of a payload as the database returned it (text, on both backends): parsed
+    /// and written back compact, the tree living only for the length of this call.
+    ///
+    /// Text the database accepted but this parser refuses (nested deeper than its 128
+    /// levels, or a lone UTF-16 surrogate escape, both of which only a hand-written `INSERT`
+    /// or `UPDATE` can store) is sent as stored, with a warning: failing the decoding
+    /// would fail the whole claim batch, on every claim, and stop delivery for everyone.
+    pub fn from_stored(text: String, intent: IntentId) -> Self {
+        match serde_json::from_str::<Value>(&text) {
+            Ok(payload) => Self::from_value(&payload),
+            Err(e) => {
+                tracing::warn!(intent_id = intent.get(), error = %e, bytes = text.len(),
+                    "a stored payload could not be parsed; it is sent as stored");
+                Self(Bytes::from(text))
+            }
+        }
     }
 
     /// The bytes sent (a cheap clone of the shared buffer).
@@ -128,6 +139,21 @@ impl PayloadBody {
     /// Whether the body is empty (never, for a stored payload: it is a JSON object).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+/// A stored payload as people and tests see it ([`IntentRow::payload`]): the parsed JSON,
+/// or, for text the database accepted but this parser refuses (see
+/// [`PayloadBody::from_stored`]), that text as a JSON string, with a warning, so that one
+/// such row neither fails a listing of the rows around it nor hides itself.
+pub fn stored_payload_value(text: String, intent: IntentId) -> Value {
+    match serde_json::from_str::<Value>(&text) {
+        Ok(payload) => payload,
+        Err(e) => {
+            tracing::warn!(intent_id = intent.get(), error = %e, bytes = text.len(),
+                "a stored payload could not be parsed; it is shown as stored text");
+            Value::String(text)
+        }
     }
 }
 

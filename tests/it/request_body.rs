@@ -6,9 +6,10 @@
 
 use crate::support;
 
+use outboxd::intent::IntentState;
 use outboxd::producer::NewIntent;
 use serde_json::json;
-use support::harness::{Harness, REFUND};
+use support::harness::{exec, Harness, REFUND};
 use support::TestDb;
 
 async fn the_body_is_the_compact_payload_with_sorted_keys(t: &TestDb) {
@@ -63,7 +64,55 @@ async fn a_large_payload_is_sent_whole(t: &TestDb) {
     );
 }
 
+/// A payload the database accepted but the dispatcher's JSON parser refuses (nested 200
+/// deep, past its 128 levels; a hand-written `UPDATE` skips the insert checks) is sent as
+/// stored: it neither fails the claim of the intents around it nor stops later claims,
+/// and reading it back shows the stored text.
+async fn a_payload_the_parser_refuses_does_not_stop_delivery(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let a = h.enqueue_simple("op-a", REFUND).await;
+    let odd = h.enqueue_simple("op-odd", REFUND).await;
+    let deep = format!("{{\"deep\":{}1{}}}", "[".repeat(200), "]".repeat(200));
+    assert!(serde_json::from_str::<serde_json::Value>(&deep).is_err());
+    let sql = |cast: &str| {
+        format!(
+            "UPDATE outbox_intents SET payload = '{deep}'{cast} WHERE id = {}",
+            odd.intent_id
+        )
+    };
+    exec(&h.db, &sql(""), &sql("::jsonb")).await;
+    let step = h
+        .dispatcher
+        .run_once()
+        .await
+        .expect("the claim batch is read");
+    assert_eq!(step.delivered, 2, "{step:?}");
+    let c = h.enqueue_simple("op-c", REFUND).await;
+    let step = h.dispatcher.run_once().await.expect("a later claim");
+    assert_eq!(step.delivered, 1, "{step:?}");
+    for id in [a.intent_id, odd.intent_id, c.intent_id] {
+        assert_eq!(h.intent(id).await.state, IntentState::Delivered);
+    }
+    // Read back (a listing, the console), it is the stored text as a JSON string.
+    let shown = h.intent(odd.intent_id).await.payload;
+    let shown: String = shown
+        .as_str()
+        .expect("shown as text")
+        .split_whitespace()
+        .collect();
+    assert_eq!(shown, deep);
+    let sent = h.provider.requests();
+    let body = sent
+        .iter()
+        .find(|r| r.idempotency_key.as_deref() == Some(odd.idempotency_key.as_str()))
+        .map(|r| String::from_utf8(r.body.to_vec()).unwrap())
+        .expect("the odd intent was sent");
+    let compact: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+    assert_eq!(compact, deep, "sent as stored");
+}
+
 both_backends!(
     the_body_is_the_compact_payload_with_sorted_keys,
-    a_large_payload_is_sent_whole
+    a_large_payload_is_sent_whole,
+    a_payload_the_parser_refuses_does_not_stop_delivery
 );

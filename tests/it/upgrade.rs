@@ -728,3 +728,47 @@ async fn upgrade_to_0008_on_postgres() {
     };
     upgrade_to_0008_then_dispatch(t).await;
 }
+
+/// Migration 0008 waits at most its `lock_timeout` for a transaction that has read the
+/// outbox, then fails changing nothing (producers' inserts would queue behind a waiting
+/// `DROP INDEX`); once that transaction ends it applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0008_gives_up_behind_a_long_transaction_on_postgres() {
+    let Some(t) = TestDb::postgres_at(7).await else {
+        return;
+    };
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!("a PostgreSQL test database")
+    };
+    let mut reader = pool.begin().await.unwrap();
+    sqlx::query("SELECT count(*) FROM outbox_intents")
+        .execute(&mut *reader)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let refused = t.db.migrate().await;
+    let err = refused.expect_err("the drop cannot take its lock while the reader is open");
+    assert!(
+        format!("{err}").contains("lock timeout"),
+        "the error names the lock timeout: {err}"
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(9),
+        "waited its timeout"
+    );
+    assert_eq!(
+        index_count(&t.db, "outbox_intents_due_by_tenant").await,
+        1,
+        "nothing changed"
+    );
+    reader.rollback().await.unwrap();
+    let report =
+        t.db.migrate()
+            .await
+            .expect("applies once the reader is gone");
+    assert_eq!(
+        report.applied,
+        vec![(8, "drop_superseded_tenant_walk_index")]
+    );
+    assert_eq!(index_count(&t.db, "outbox_intents_due_by_tenant").await, 0);
+}

@@ -21,7 +21,9 @@
 /// nothing is claimed. The lease runs from the database's clock (`now()`, the start of
 /// this statement's own transaction, so after any wait for a pool connection), never from
 /// the replica's; the statement returns that clock reading as `claimed_at`. Due-ness
-/// (`$1`) is judged with the replica's clock, which planned `next_attempt_at`.
+/// (`$1`) is judged with the replica's clock, which planned `next_attempt_at`. The payload
+/// is returned as text, which [`PayloadBody::from_stored`](crate::store::PayloadBody::from_stored)
+/// turns into the body on both backends (no row can fail the decoding of its batch).
 pub(super) const CLAIM_DUE_SQL: &str = r#"
 WITH RECURSIVE after_turn(tenant) AS (
     SELECT CASE WHEN $8::boolean
@@ -74,9 +76,9 @@ WITH RECURSIVE after_turn(tenant) AS (
     FROM due WHERE i.id = due.id
     RETURNING i.*
 )
-SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
-       attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at,
-       deadline_at, budget_attempt_base, budget_started_at, resend_confirmed_attempt,
+SELECT id, tenant, operation_id, action, payload::text AS payload, payload_version,
+       idempotency_key, attempt_count, ambiguous_attempts, fencing_token, first_sent_at,
+       created_at, deadline_at, budget_attempt_base, budget_started_at, resend_confirmed_attempt,
        next_attempt_at, lease_expires_at, now() AS claimed_at
 FROM claimed
 ORDER BY next_attempt_at, id
@@ -113,8 +115,9 @@ WITH expired AS (
     FROM expired WHERE i.id = expired.id
     RETURNING i.*
 )
-SELECT id, tenant, operation_id, action, payload, payload_version, idempotency_key,
-       attempt_count, ambiguous_attempts, fencing_token, first_sent_at, created_at, deadline_at,
+SELECT id, tenant, operation_id, action, payload::text AS payload, payload_version,
+       idempotency_key, attempt_count, ambiguous_attempts, fencing_token, first_sent_at,
+       created_at, deadline_at,
        budget_attempt_base, budget_started_at, resend_confirmed_attempt, next_attempt_at,
        lease_expires_at, now() AS claimed_at
 FROM taken ORDER BY id

@@ -8,12 +8,12 @@ use sqlx::Row;
 
 use crate::intent::{ActionName, IdempotencyKey, OperationId, OrderingKey, TenantId};
 use crate::store::{
-    parse_class, parse_state, AttemptRow, AuditEntry, ClaimedIntent, IntentRow, PayloadBody,
-    ReconciliationItem, StoreError, Tombstone,
+    parse_class, parse_state, stored_payload_value, AttemptRow, AuditEntry, ClaimedIntent,
+    IntentRow, PayloadBody, ReconciliationItem, StoreError, Tombstone,
 };
 
 /// The columns [`intent_from_row`] reads.
-pub(super) const INTENT_COLUMNS: &str = "id, tenant, operation_id, action, payload_version, payload, \
+pub(super) const INTENT_COLUMNS: &str = "id, tenant, operation_id, action, payload_version, payload::text AS payload, \
     payload_sha256, idempotency_key, ordering_key, state, attempt_count, ambiguous_attempts, \
     first_sent_at, next_attempt_at, deadline_at, lease_owner, lease_expires_at, attempt_started_at, fencing_token, \
     provider_ref, last_error, last_http_status, created_at, updated_at, finished_at";
@@ -27,7 +27,7 @@ pub(super) const ITEM_SELECT: &str =
 
 // Dialect twin of sqlite/rows.rs intent_from_row: the same columns, times as timestamptz.
 pub(super) fn intent_from_row(row: &PgRow) -> Result<IntentRow, StoreError> {
-    let payload: Json<serde_json::Value> = row.try_get("payload")?;
+    let payload = stored_payload_value(row.try_get("payload")?, row.try_get("id")?);
     let state: String = row.try_get("state")?;
     Ok(IntentRow {
         id: row.try_get("id")?,
@@ -35,7 +35,7 @@ pub(super) fn intent_from_row(row: &PgRow) -> Result<IntentRow, StoreError> {
         operation_id: OperationId::from_store(row.try_get("operation_id")?),
         action: ActionName::from_store(row.try_get("action")?),
         payload_version: row.try_get("payload_version")?,
-        payload: payload.0,
+        payload,
         payload_sha256: row.try_get("payload_sha256")?,
         idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
         ordering_key: row
@@ -103,8 +103,7 @@ pub(super) fn item_from_row(row: &PgRow) -> Result<ReconciliationItem, StoreErro
 // Dialect twin of sqlite/rows.rs claimed_from_row: PostgreSQL returns the claim's clock
 // reading as a column, SQLite passes it in.
 pub(super) fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
-    let payload: Json<serde_json::Value> = row.try_get("payload")?;
-    let payload = PayloadBody::from_value(&payload.0);
+    let payload = PayloadBody::from_stored(row.try_get("payload")?, row.try_get("id")?);
     Ok(ClaimedIntent {
         id: row.try_get("id")?,
         tenant: TenantId::from_store(row.try_get("tenant")?),

@@ -9,8 +9,8 @@ use sqlx::Row;
 use super::from_ms;
 use crate::intent::{ActionName, IdempotencyKey, OperationId, OrderingKey, TenantId};
 use crate::store::{
-    parse_class, parse_state, AttemptRow, AuditEntry, ClaimedIntent, IntentRow, PayloadBody,
-    ReconciliationItem, StoreError, Tombstone,
+    parse_class, parse_state, stored_payload_value, AttemptRow, AuditEntry, ClaimedIntent,
+    IntentRow, PayloadBody, ReconciliationItem, StoreError, Tombstone,
 };
 
 /// The columns [`intent_from_row`] reads.
@@ -31,20 +31,6 @@ fn opt_time(row: &SqliteRow, column: &str) -> Result<Option<DateTime<Utc>>, Stor
     Ok(row.try_get::<Option<i64>, _>(column)?.map(from_ms))
 }
 
-/// A JSON text column.
-fn json(row: &SqliteRow, column: &str) -> Result<serde_json::Value, StoreError> {
-    let text: String = row.try_get(column)?;
-    serde_json::from_str(&text)
-        .map_err(|e| StoreError::Corrupt(format!("{column} is not JSON: {e}")))
-}
-
-/// The stored payload as a request body (see [`PayloadBody`]).
-fn payload_body(row: &SqliteRow) -> Result<PayloadBody, StoreError> {
-    let text: String = row.try_get("payload")?;
-    PayloadBody::from_json_text(&text)
-        .map_err(|e| StoreError::Corrupt(format!("payload is not JSON: {e}")))
-}
-
 // Dialect twin of postgres/rows.rs intent_from_row: the same columns, times as ms.
 pub(super) fn intent_from_row(row: &SqliteRow) -> Result<IntentRow, StoreError> {
     let state: String = row.try_get("state")?;
@@ -54,7 +40,7 @@ pub(super) fn intent_from_row(row: &SqliteRow) -> Result<IntentRow, StoreError> 
         operation_id: OperationId::from_store(row.try_get("operation_id")?),
         action: ActionName::from_store(row.try_get("action")?),
         payload_version: row.try_get("payload_version")?,
-        payload: json(row, "payload")?,
+        payload: stored_payload_value(row.try_get("payload")?, row.try_get("id")?),
         payload_sha256: row.try_get("payload_sha256")?,
         idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
         ordering_key: row
@@ -130,7 +116,7 @@ pub(super) fn claimed_from_row(
         tenant: TenantId::from_store(row.try_get("tenant")?),
         operation_id: OperationId::from_store(row.try_get("operation_id")?),
         action: ActionName::from_store(row.try_get("action")?),
-        payload: payload_body(row)?,
+        payload: PayloadBody::from_stored(row.try_get("payload")?, row.try_get("id")?),
         payload_version: row.try_get("payload_version")?,
         idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
         attempt_count: row.try_get("attempt_count")?,
