@@ -116,29 +116,15 @@ impl PayloadBody {
     /// or `UPDATE` can store) is sent as stored, with a warning: failing the decoding
     /// would fail the whole claim batch, on every claim, and stop delivery for everyone.
     pub fn from_stored(text: String, intent: IntentId) -> Self {
-        match serde_json::from_str::<Value>(&text) {
+        match parse_stored(text, intent) {
             Ok(payload) => Self::from_value(&payload),
-            Err(e) => {
-                tracing::warn!(intent_id = intent.get(), error = %e, bytes = text.len(),
-                    "a stored payload could not be parsed; it is sent as stored");
-                Self(Bytes::from(text))
-            }
+            Err(text) => Self(Bytes::from(text)),
         }
     }
 
     /// The bytes sent (a cheap clone of the shared buffer).
     pub fn bytes(&self) -> Bytes {
         self.0.clone()
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether the body is empty (never, for a stored payload: it is a JSON object).
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 
@@ -147,12 +133,18 @@ impl PayloadBody {
 /// [`PayloadBody::from_stored`]), that text as a JSON string, with a warning, so that one
 /// such row neither fails a listing of the rows around it nor hides itself.
 pub fn stored_payload_value(text: String, intent: IntentId) -> Value {
+    parse_stored(text, intent).unwrap_or_else(Value::String)
+}
+
+/// Parses a stored payload. When the parser refuses text the database accepted, it warns
+/// (the intent and the text's length, never its content) and gives the text back.
+fn parse_stored(text: String, intent: IntentId) -> Result<Value, String> {
     match serde_json::from_str::<Value>(&text) {
-        Ok(payload) => payload,
+        Ok(payload) => Ok(payload),
         Err(e) => {
             tracing::warn!(intent_id = intent.get(), error = %e, bytes = text.len(),
-                "a stored payload could not be parsed; it is shown as stored text");
-            Value::String(text)
+                "a stored payload could not be parsed; it is used as the stored text");
+            Err(text)
         }
     }
 }

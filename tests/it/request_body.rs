@@ -12,6 +12,21 @@ use serde_json::json;
 use support::harness::{exec, Harness, REFUND};
 use support::TestDb;
 
+/// Enqueues one intent for tenant `acme`, delivers it in one step and returns the body of
+/// the one request the provider received (under the intent's key).
+async fn deliver_alone(h: &Harness, op: &str, payload: serde_json::Value) -> bytes::Bytes {
+    let r = h.enqueue(NewIntent::new("acme", op, REFUND, payload)).await;
+    let step = h.dispatcher.run_once().await.unwrap();
+    assert_eq!(step.delivered, 1, "{step:?}");
+    let sent = h.provider.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        sent[0].idempotency_key.as_deref(),
+        Some(r.idempotency_key.as_str())
+    );
+    sent[0].body.clone()
+}
+
 async fn the_body_is_the_compact_payload_with_sorted_keys(t: &TestDb) {
     let h = Harness::new(t).await;
     // PostgreSQL's jsonb writes this back as `{"a": …, "mid": 10, "zeta": 1, "amount": …}`
@@ -22,19 +37,9 @@ async fn the_body_is_the_compact_payload_with_sorted_keys(t: &TestDb) {
         "mid": 10,
         "a": {"y": [1, 2, 3], "b": "é\n\"q\""},
     });
-    let r = h
-        .enqueue(NewIntent::new("acme", "op-body", REFUND, payload))
-        .await;
-    let step = h.dispatcher.run_once().await.unwrap();
-    assert_eq!(step.delivered, 1, "{step:?}");
-    let sent = h.provider.requests();
-    assert_eq!(sent.len(), 1);
+    let body = deliver_alone(&h, "op-body", payload).await;
     assert_eq!(
-        sent[0].idempotency_key.as_deref(),
-        Some(r.idempotency_key.as_str())
-    );
-    assert_eq!(
-        std::str::from_utf8(&sent[0].body).unwrap(),
+        std::str::from_utf8(&body).unwrap(),
         r#"{"a":{"b":"é\n\"q\"","y":[1,2,3]},"amount":"12.50","mid":10,"zeta":1}"#
     );
 }
@@ -45,21 +50,11 @@ async fn a_large_payload_is_sent_whole(t: &TestDb) {
     let h = Harness::new(t).await;
     let pad = vec![0; 20_000];
     let payload = json!({"pad": pad, "n": 7});
-    let r = h
-        .enqueue(NewIntent::new("acme", "op-large", REFUND, payload))
-        .await;
-    let step = h.dispatcher.run_once().await.unwrap();
-    assert_eq!(step.delivered, 1, "{step:?}");
-    let sent = h.provider.requests();
-    assert_eq!(sent.len(), 1);
-    assert_eq!(
-        sent[0].idempotency_key.as_deref(),
-        Some(r.idempotency_key.as_str())
-    );
+    let body = deliver_alone(&h, "op-large", payload).await;
     let expected = format!("{{\"n\":7,\"pad\":[{}0]}}", "0,".repeat(19_999));
-    assert_eq!(sent[0].body.len(), expected.len());
+    assert_eq!(body.len(), expected.len());
     assert!(
-        sent[0].body == expected.as_bytes(),
+        body == expected.as_bytes(),
         "the body differs from the compact payload"
     );
 }
