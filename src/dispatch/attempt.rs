@@ -11,7 +11,7 @@ use crate::action::resend::{resend_risk, SendHistory};
 use crate::action::AttemptClass;
 use crate::dispatch::actions::{render_path, ActionRuntime, PathFields};
 use crate::dispatch::retry::{
-    budget_deadline, decide, decide_before_send, Decision, DecisionInput,
+    budget_deadline, decide, decide_before_send, decide_unsendable, Decision, DecisionInput,
 };
 use crate::provider::{classify, Classified, ClassifyContext, DeliveryRequest};
 use crate::store::{AttemptRecord, ClaimedIntent, OutcomeRecord, Transition};
@@ -22,6 +22,14 @@ pub async fn deliver(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeR
     if let Some(transition) = past_deadline(action, intent, now) {
         return not_sent_now(intent, transition);
     }
+    let Some(body) = intent.payload.bytes() else {
+        let why = "the stored payload is not UTF-8 text";
+        let decision = decide_unsendable(intent.ambiguous_attempts > 0, why);
+        if let Some(transition) = not_sent_transition(decision) {
+            return not_sent_now(intent, transition);
+        }
+        unreachable!("an unsendable intent is failed or unknown");
+    };
     if let Some(reason) = unsafe_to_send(action, intent, now) {
         return not_sent_now(intent, Transition::Unknown { reason });
     }
@@ -44,7 +52,7 @@ pub async fn deliver(action: &ActionRuntime, intent: &ClaimedIntent) -> OutcomeR
             method: action.method.clone(),
             path,
             idempotency_key: intent.idempotency_key.as_str().to_owned(),
-            body: intent.payload.bytes(),
+            body,
         };
         let observation = action.client.send(&request).await;
         let classified = classify(
@@ -216,7 +224,17 @@ fn past_deadline(
 ) -> Option<Transition> {
     let budget_started_at = intent.budget_started_at.unwrap_or(intent.created_at);
     let deadline = budget_deadline(&action.policy, budget_started_at, intent.deadline_at);
-    match decide_before_send(deadline, intent.ambiguous_attempts > 0, now)? {
+    not_sent_transition(decide_before_send(
+        deadline,
+        intent.ambiguous_attempts > 0,
+        now,
+    )?)
+}
+
+/// The transition of a decision made before sending: `failed` or `unknown` (`None` for a
+/// decision that lets the attempt go ahead).
+fn not_sent_transition(decision: Decision) -> Option<Transition> {
+    match decision {
         Decision::Failed { reason } => Some(Transition::Failed { reason }),
         Decision::Unknown { reason } => Some(Transition::Unknown { reason }),
         Decision::Delivered | Decision::RetryAt { .. } => None,

@@ -153,6 +153,18 @@ pub fn decide_before_send(
     })
 }
 
+/// What follows a claimed intent that cannot be sent at all (its stored payload is not
+/// text, see [`crate::store::PayloadBody`]): `failed`, or `unknown` after an earlier
+/// ambiguous attempt, whose effect may stand and which a person must then settle.
+pub fn decide_unsendable(any_ambiguous_before: bool, why: &str) -> Decision {
+    let reason = format!("{why}; not sent");
+    if any_ambiguous_before {
+        Decision::Unknown { reason }
+    } else {
+        Decision::Failed { reason }
+    }
+}
+
 fn deadline_reason(ambiguous_history: bool) -> String {
     if ambiguous_history {
         "deadline passed after an ambiguous attempt".to_owned()

@@ -99,13 +99,17 @@ impl FairShare {
 /// outcome is recorded: with the default request slots full of such payloads, the trees
 /// took gigabytes. Held as bytes, an intent costs its payload's size; cloning is a
 /// reference count.
+///
+/// `None` inside: the stored payload is not UTF-8 text (on SQLite a hand-written `INSERT`
+/// can store other bytes, or a BLOB, that its JSON check accepts). Such an intent is not
+/// sent: nothing it could send would be the producer's JSON.
 #[derive(Clone, PartialEq, Eq)]
-pub struct PayloadBody(Bytes);
+pub struct PayloadBody(Option<Bytes>);
 
 impl PayloadBody {
     /// The body of `payload`.
     pub fn from_value(payload: &Value) -> Self {
-        Self(Bytes::from(payload.to_string()))
+        Self(Some(Bytes::from(payload.to_string())))
     }
 
     /// The body of a payload as the database returned it (text, on both backends): parsed
@@ -115,15 +119,16 @@ impl PayloadBody {
     /// levels, or a lone UTF-16 surrogate escape, both of which only a hand-written `INSERT`
     /// or `UPDATE` can store) is sent as stored, with a warning: failing the decoding
     /// would fail the whole claim batch, on every claim, and stop delivery for everyone.
-    pub fn from_stored(text: String, intent: IntentId) -> Self {
-        match parse_stored(text, intent) {
+    pub fn from_stored(stored: Vec<u8>, intent: IntentId) -> Self {
+        match parse_stored(stored, intent) {
             Ok(payload) => Self::from_value(&payload),
-            Err(text) => Self(Bytes::from(text)),
+            Err(Unparsed::Text(text)) => Self(Some(Bytes::from(text))),
+            Err(Unparsed::NotUtf8(_)) => Self(None),
         }
     }
 
-    /// The bytes sent (a cheap clone of the shared buffer).
-    pub fn bytes(&self) -> Bytes {
+    /// The bytes to send (a cheap clone of the shared buffer); `None`: not to be sent.
+    pub fn bytes(&self) -> Option<Bytes> {
         self.0.clone()
     }
 }
@@ -132,27 +137,49 @@ impl PayloadBody {
 /// or, for text the database accepted but this parser refuses (see
 /// [`PayloadBody::from_stored`]), that text as a JSON string, with a warning, so that one
 /// such row neither fails a listing of the rows around it nor hides itself.
-pub fn stored_payload_value(text: String, intent: IntentId) -> Value {
-    parse_stored(text, intent).unwrap_or_else(Value::String)
+pub fn stored_payload_value(stored: Vec<u8>, intent: IntentId) -> Value {
+    match parse_stored(stored, intent) {
+        Ok(payload) => payload,
+        Err(Unparsed::Text(text)) => Value::String(text),
+        Err(Unparsed::NotUtf8(bytes)) => Value::String(String::from_utf8_lossy(&bytes).into()),
+    }
 }
 
-/// Parses a stored payload. When the parser refuses text the database accepted, it warns
-/// (the intent and the text's length, never its content) and gives the text back.
-fn parse_stored(text: String, intent: IntentId) -> Result<Value, String> {
-    match serde_json::from_str::<Value>(&text) {
-        Ok(payload) => Ok(payload),
-        Err(e) => {
-            tracing::warn!(intent_id = intent.get(), error = %e, bytes = text.len(),
-                "a stored payload could not be parsed; it is used as the stored text");
-            Err(text)
-        }
-    }
+/// A stored payload the parser refused, given back.
+enum Unparsed {
+    /// UTF-8 text, but not JSON this parser reads.
+    Text(String),
+    /// Not UTF-8 at all.
+    NotUtf8(Vec<u8>),
+}
+
+/// Parses a stored payload. When the parser refuses what the database accepted, it warns
+/// (the intent and the length, never the content) and gives the payload back.
+fn parse_stored(stored: Vec<u8>, intent: IntentId) -> Result<Value, Unparsed> {
+    let bytes = stored.len();
+    let text =
+        match String::from_utf8(stored) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!(intent_id = intent.get(), bytes,
+                "a stored payload is not UTF-8 text; it is not sent, and shown with replacements");
+                return Err(Unparsed::NotUtf8(e.into_bytes()));
+            }
+        };
+    serde_json::from_str::<Value>(&text).map_err(|e| {
+        tracing::warn!(intent_id = intent.get(), error = %e, bytes,
+            "a stored payload could not be parsed; it is used as the stored text");
+        Unparsed::Text(text)
+    })
 }
 
 /// The length only: a payload may carry personal data and be 256 KiB long.
 impl fmt::Debug for PayloadBody {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PayloadBody({} bytes)", self.0.len())
+        match &self.0 {
+            Some(body) => write!(f, "PayloadBody({} bytes)", body.len()),
+            None => write!(f, "PayloadBody(not text)"),
+        }
     }
 }
 

@@ -111,3 +111,54 @@ both_backends!(
     a_large_payload_is_sent_whole,
     a_payload_the_parser_refuses_does_not_stop_delivery
 );
+
+/// SQLite's JSON check accepts a payload that is not UTF-8 (text with a stray byte) or is a
+/// BLOB: neither fails the claim of the intents around it. A BLOB holding UTF-8 JSON is
+/// sent as that JSON; bytes that are not UTF-8 are not sent at all (nothing sent could be
+/// the producer's JSON): the intent fails with the reason, and reads back with
+/// replacement characters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_that_is_not_text_is_not_sent_on_sqlite() {
+    let t = TestDb::sqlite().await;
+    let h = Harness::new(&t).await;
+    let a = h.enqueue_simple("op-a", REFUND).await;
+    let blob = h.enqueue_simple("op-blob", REFUND).await;
+    let bad = h.enqueue_simple("op-bad", REFUND).await;
+    let set =
+        |id, value: &str| format!("UPDATE outbox_intents SET payload = {value} WHERE id = {id}");
+    let blob_sql = set(blob.intent_id, "X'7B2261223A317D'");
+    exec(&h.db, &blob_sql, "SELECT 1").await;
+    let bad_sql = set(bad.intent_id, "CAST(X'7B2261223A2280227D' AS TEXT)");
+    exec(&h.db, &bad_sql, "SELECT 1").await;
+    let step = h
+        .dispatcher
+        .run_once()
+        .await
+        .expect("the claim batch is read");
+    assert_eq!((step.delivered, step.failed), (2, 1), "{step:?}");
+    assert_eq!(h.intent(a.intent_id).await.state, IntentState::Delivered);
+    assert_eq!(h.intent(blob.intent_id).await.state, IntentState::Delivered);
+    let failed = h.intent(bad.intent_id).await;
+    assert_eq!(failed.state, IntentState::Failed);
+    assert!(
+        failed
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("not UTF-8"),
+        "{failed:?}"
+    );
+    assert_eq!(failed.payload, json!("{\"a\":\"\u{fffd}\"}"));
+    assert_eq!(
+        h.provider
+            .request_count_for_key(bad.idempotency_key.as_str()),
+        0
+    );
+    let sent = h.provider.requests();
+    let blob_body = sent
+        .iter()
+        .find(|r| r.idempotency_key.as_deref() == Some(blob.idempotency_key.as_str()))
+        .map(|r| r.body.clone())
+        .expect("the BLOB's JSON was sent");
+    assert_eq!(&blob_body[..], br#"{"a":1}"#);
+}

@@ -382,7 +382,7 @@ pub async fn naive(
                 method: reqwest::Method::POST,
                 path,
                 idempotency_key: c.idempotency_key.as_str().to_owned(),
-                body: c.payload.bytes(),
+                body: c.payload.bytes().expect("seeded payloads are text"),
             })
             .await;
         store

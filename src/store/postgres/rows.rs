@@ -27,7 +27,10 @@ pub(super) const ITEM_SELECT: &str =
 
 // Dialect twin of sqlite/rows.rs intent_from_row: the same columns, times as timestamptz.
 pub(super) fn intent_from_row(row: &PgRow) -> Result<IntentRow, StoreError> {
-    let payload = stored_payload_value(row.try_get("payload")?, row.try_get("id")?);
+    let payload = stored_payload_value(
+        row.try_get::<String, _>("payload")?.into_bytes(),
+        row.try_get("id")?,
+    );
     let state: String = row.try_get("state")?;
     Ok(IntentRow {
         id: row.try_get("id")?,
@@ -103,7 +106,10 @@ pub(super) fn item_from_row(row: &PgRow) -> Result<ReconciliationItem, StoreErro
 // Dialect twin of sqlite/rows.rs claimed_from_row: PostgreSQL returns the claim's clock
 // reading as a column, SQLite passes it in.
 pub(super) fn claimed_from_row(row: &PgRow) -> Result<ClaimedIntent, StoreError> {
-    let payload = PayloadBody::from_stored(row.try_get("payload")?, row.try_get("id")?);
+    let payload = PayloadBody::from_stored(
+        row.try_get::<String, _>("payload")?.into_bytes(),
+        row.try_get("id")?,
+    );
     Ok(ClaimedIntent {
         id: row.try_get("id")?,
         tenant: TenantId::from_store(row.try_get("tenant")?),
