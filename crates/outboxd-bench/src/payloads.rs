@@ -5,7 +5,9 @@
 //! what bounds its memory then. The provider answers after [`LATENCY`], so the slots fill;
 //! the figures are the daemon's peak RSS, the most requests the provider saw at once, and
 //! the peak RSS above the small-payload drain's (same run, [`super::e2e`]) per request in
-//! flight, against the payload's size.
+//! flight, against the payload's size. Then, with those intents delivered (their payloads
+//! kept), what one listing of them costs: the admin API's largest page (500 rows) read
+//! through the store in this process, its RSS growth against the payload text it holds.
 
 use std::time::Duration;
 
@@ -16,7 +18,7 @@ use super::measure::{delivered_sql, wait_count};
 use super::report::Report;
 use super::setup::{BenchDb, ACTION};
 use super::{BenchError, BenchOptions};
-use outboxd::store::Database;
+use outboxd::store::{Database, IntentFilter};
 use outboxd_testkit::{FakeProvider, FakeProviderOptions};
 
 /// How long the provider takes to answer: long enough for the claims to fill every slot.
@@ -132,7 +134,47 @@ pub async fn run(
             "×",
         );
     }
+    let (grown_mib, text_mib, rows) = listing_rss(&bench.db).await?;
+    report.value(
+        "big_list_rss",
+        &format!("    RSS growth holding one listing of {rows} of them (the API's largest page)"),
+        grown_mib,
+        "MiB",
+    );
+    report.value(
+        "big_list_per_text",
+        "    that growth / the payload text listed",
+        grown_mib / text_mib.max(f64::EPSILON),
+        "×",
+    );
     bench.drop_now().await;
     provider.shutdown().await;
     Ok(())
+}
+
+/// The admin API's largest page of intents (`limit = 500`).
+const LARGEST_PAGE: u32 = 500;
+
+/// Reads [`LARGEST_PAGE`] intents through the store, as `GET /v1/intents` does, and gives
+/// this process's peak RSS growth while holding them, the payload text they hold (both
+/// MiB) and the rows read. The peak is reset first (`/proc/self/clear_refs`), so earlier
+/// work in this process does not count; memory this process freed earlier and kept can
+/// hide part of the growth, so the figure is a lower bound.
+async fn listing_rss(db: &Database) -> Result<(f64, f64, usize), BenchError> {
+    let me = std::process::id();
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let before = super::e2e::peak_rss_kib(me);
+    let rows = db
+        .store()
+        .list_intents(&IntentFilter {
+            limit: LARGEST_PAGE,
+            ..IntentFilter::default()
+        })
+        .await?;
+    let grown = super::e2e::peak_rss_kib(me).saturating_sub(before) as f64 / 1024.0;
+    let text: usize = rows
+        .iter()
+        .map(|r| serde_json::to_string(&r.payload).map_or(0, |t| t.len()))
+        .sum();
+    Ok((grown, text as f64 / 1024.0 / 1024.0, rows.len()))
 }
