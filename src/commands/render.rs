@@ -235,7 +235,7 @@ mod tests {
             operation_id: OperationId::parse("op-1").unwrap(),
             action: ActionName::parse("issue_refund").unwrap(),
             payload_version: 1,
-            payload: serde_json::json!({}),
+            payload: crate::store::StoredPayload::from_value(&serde_json::json!({})),
             payload_sha256: "00".into(),
             idempotency_key: IdempotencyKey::parse("key").unwrap(),
             ordering_key: None,

@@ -27,7 +27,7 @@ pub(super) async fn key_from_another_tenant(
         OTHER_TENANT,
         OPERATION,
         "issue_refund",
-        acme.payload.clone(),
+        acme.payload.to_value(),
     )
     .with_idempotency_key(acme.idempotency_key.clone());
     let receipt = match d.enqueue(intent).await {

@@ -19,6 +19,7 @@ pub mod ids;
 pub mod jobs;
 pub mod migrate;
 pub(crate) mod outcomes;
+pub mod payload;
 pub mod postgres;
 pub mod reclaim;
 pub mod review;
@@ -36,6 +37,7 @@ pub use console::*;
 pub use enqueue::CommittedEnqueueError;
 pub use gauges::*;
 pub use ids::{AuditEntryId, ReconciliationItemId};
+pub use payload::{PayloadBody, StoredPayload};
 pub use reclaim::{PrunedTable, Reclaim};
 pub use review::*;
 pub use roles::*;
@@ -135,4 +137,19 @@ pub(crate) const LEASE_EXPIRED_ERROR: &str =
 /// Converts a lease length to whole milliseconds for SQL.
 pub(crate) fn lease_millis(req: &ClaimRequest) -> i64 {
     i64::try_from(req.lease.as_millis()).unwrap_or(i64::MAX / 2)
+}
+
+/// Decodes rows as they arrive, so a listing holds each raw row only until it is decoded
+/// (500 rows of large payloads would otherwise be held twice: raw and decoded).
+pub(crate) async fn decode_each<R, T>(
+    rows: impl futures_util::Stream<Item = Result<R, sqlx::Error>>,
+    decode: impl Fn(&R) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    use futures_util::TryStreamExt;
+    let mut rows = std::pin::pin!(rows);
+    let mut out = Vec::new();
+    while let Some(row) = rows.try_next().await? {
+        out.push(decode(&row)?);
+    }
+    Ok(out)
 }

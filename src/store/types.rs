@@ -2,14 +2,12 @@
 //! intents, attempt records, lifecycle transitions and read models for status and review,
 //! and the status fold ([`StatusSummary::from_counts`]).
 
-use std::fmt;
 use std::time::Duration;
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use serde_json::Value;
 
+use super::payload::{PayloadBody, StoredPayload};
 use crate::action::AttemptClass;
 use crate::intent::{
     ActionName, IdempotencyKey, IntentId, IntentState, OperationId, OrderingKey, TenantId,
@@ -86,99 +84,6 @@ impl FairShare {
         match self.start_bound() {
             (bound, true) => tenant < bound,
             (bound, false) => tenant <= bound,
-        }
-    }
-}
-
-/// A claimed intent's payload as the request body: its JSON, compact, object keys in
-/// bytewise order (what `serde_json::Value` writes), built once when the claim is read.
-///
-/// The parsed tree is not kept. A payload near the 256 KiB limit can parse to tens of
-/// times its size (a long `[0,0,…]` array: a `Value` of 32 bytes and, for exact numbers,
-/// a heap string per element), and every claimed intent holds its payload until its
-/// outcome is recorded: with the default request slots full of such payloads, the trees
-/// took gigabytes. Held as bytes, an intent costs its payload's size; cloning is a
-/// reference count.
-///
-/// `None` inside: the stored payload is not UTF-8 text (on SQLite a hand-written `INSERT`
-/// can store other bytes, or a BLOB, that its JSON check accepts). Such an intent is not
-/// sent: nothing it could send would be the producer's JSON.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PayloadBody(Option<Bytes>);
-
-impl PayloadBody {
-    /// The body of `payload`.
-    pub fn from_value(payload: &Value) -> Self {
-        Self(Some(Bytes::from(payload.to_string())))
-    }
-
-    /// The body of a payload as the database returned it (text, on both backends): parsed
-    /// and written back compact, the tree living only for the length of this call.
-    ///
-    /// Text the database accepted but this parser refuses (nested deeper than its 128
-    /// levels, or a lone UTF-16 surrogate escape, both of which only a hand-written `INSERT`
-    /// or `UPDATE` can store) is sent as stored, with a warning: failing the decoding
-    /// would fail the whole claim batch, on every claim, and stop delivery for everyone.
-    pub fn from_stored(stored: Vec<u8>, intent: IntentId) -> Self {
-        match parse_stored(stored, intent) {
-            Ok(payload) => Self::from_value(&payload),
-            Err(Unparsed::Text(text)) => Self(Some(Bytes::from(text))),
-            Err(Unparsed::NotUtf8(_)) => Self(None),
-        }
-    }
-
-    /// The bytes to send (a cheap clone of the shared buffer); `None`: not to be sent.
-    pub fn bytes(&self) -> Option<Bytes> {
-        self.0.clone()
-    }
-}
-
-/// A stored payload as people and tests see it ([`IntentRow::payload`]): the parsed JSON,
-/// or, for text the database accepted but this parser refuses (see
-/// [`PayloadBody::from_stored`]), that text as a JSON string, with a warning, so that one
-/// such row neither fails a listing of the rows around it nor hides itself.
-pub fn stored_payload_value(stored: Vec<u8>, intent: IntentId) -> Value {
-    match parse_stored(stored, intent) {
-        Ok(payload) => payload,
-        Err(Unparsed::Text(text)) => Value::String(text),
-        Err(Unparsed::NotUtf8(bytes)) => Value::String(String::from_utf8_lossy(&bytes).into()),
-    }
-}
-
-/// A stored payload the parser refused, given back.
-enum Unparsed {
-    /// UTF-8 text, but not JSON this parser reads.
-    Text(String),
-    /// Not UTF-8 at all.
-    NotUtf8(Vec<u8>),
-}
-
-/// Parses a stored payload. When the parser refuses what the database accepted, it warns
-/// (the intent and the length, never the content) and gives the payload back.
-fn parse_stored(stored: Vec<u8>, intent: IntentId) -> Result<Value, Unparsed> {
-    let bytes = stored.len();
-    let text =
-        match String::from_utf8(stored) {
-            Ok(text) => text,
-            Err(e) => {
-                tracing::warn!(intent_id = intent.get(), bytes,
-                "a stored payload is not UTF-8 text; it is not sent, and shown with replacements");
-                return Err(Unparsed::NotUtf8(e.into_bytes()));
-            }
-        };
-    serde_json::from_str::<Value>(&text).map_err(|e| {
-        tracing::warn!(intent_id = intent.get(), error = %e, bytes,
-            "a stored payload could not be parsed; it is used as the stored text");
-        Unparsed::Text(text)
-    })
-}
-
-/// The length only: a payload may carry personal data and be 256 KiB long.
-impl fmt::Debug for PayloadBody {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            Some(body) => write!(f, "PayloadBody({} bytes)", body.len()),
-            None => write!(f, "PayloadBody(not text)"),
         }
     }
 }
@@ -332,8 +237,10 @@ pub struct IntentRow {
     pub action: ActionName,
     /// Payload version.
     pub payload_version: i32,
-    /// Payload.
-    pub payload: Value,
+    /// The payload (JSON as stored; a stored payload the parser refuses, which only a
+    /// hand-written SQL statement can store, is shown as a JSON string of its text).
+    #[schema(value_type = serde_json::Value)]
+    pub payload: StoredPayload,
     /// Payload digest.
     pub payload_sha256: String,
     /// Downstream idempotency key.

@@ -172,7 +172,7 @@ async fn changed_arguments_conflict(t: &TestDb) {
             .await
             .unwrap()
             .unwrap();
-    assert_eq!(row.payload["amount"], 1250);
+    assert_eq!(row.payload.to_value()["amount"], 1250);
     // A changed payload version is a changed intent too.
     let v2 = refund("op-42", 1250).with_payload_version(2);
     assert!(matches!(

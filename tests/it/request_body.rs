@@ -89,7 +89,7 @@ async fn a_payload_the_parser_refuses_does_not_stop_delivery(t: &TestDb) {
         assert_eq!(h.intent(id).await.state, IntentState::Delivered);
     }
     // Read back (a listing, the console), it is the stored text as a JSON string.
-    let shown = h.intent(odd.intent_id).await.payload;
+    let shown = h.intent(odd.intent_id).await.payload.to_value();
     let shown: String = shown
         .as_str()
         .expect("shown as text")
@@ -148,7 +148,7 @@ async fn a_payload_that_is_not_text_is_not_sent_on_sqlite() {
             .contains("not UTF-8"),
         "{failed:?}"
     );
-    assert_eq!(failed.payload, json!("{\"a\":\"\u{fffd}\"}"));
+    assert_eq!(failed.payload.to_value(), json!("{\"a\":\"\u{fffd}\"}"));
     assert_eq!(
         h.provider
             .request_count_for_key(bad.idempotency_key.as_str()),

@@ -185,7 +185,7 @@ fn render_intent(
     _now: DateTime<Utc>,
 ) -> String {
     let i = &d.intent;
-    let payload = serde_json::to_string_pretty(&i.payload).unwrap_or_default();
+    let payload = i.payload.pretty();
     let can_redispatch = redispatch_route(i).is_ok();
     let can_cancel = check_cancel(i.state.as_str(), i.ambiguous_attempts).is_ok();
     let body = html! {

@@ -158,7 +158,7 @@ mod tests {
             operation_id: OperationId::parse("op").unwrap(),
             action: ActionName::parse("refund").unwrap(),
             payload_version: 1,
-            payload: json!({}),
+            payload: crate::store::StoredPayload::from_value(&json!({})),
             payload_sha256: "0".repeat(64),
             idempotency_key: IdempotencyKey::parse("obx2_k").unwrap(),
             ordering_key: None,

@@ -136,9 +136,8 @@ impl ReadStore for PgStore {
             .bind(f.created_before)
             .bind(f.after_id.map_or(0, IntentId::get))
             .bind(i64::from(f.limit.max(1)))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(intent_from_row).collect()
+            .fetch(&self.pool);
+        crate::store::decode_each(rows, intent_from_row).await
     }
 
     async fn list_attempts(&self, intent_id: IntentId) -> Result<Vec<AttemptRow>, StoreError> {

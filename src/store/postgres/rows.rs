@@ -8,8 +8,8 @@ use sqlx::Row;
 
 use crate::intent::{ActionName, IdempotencyKey, OperationId, OrderingKey, TenantId};
 use crate::store::{
-    parse_class, parse_state, stored_payload_value, AttemptRow, AuditEntry, ClaimedIntent,
-    IntentRow, PayloadBody, ReconciliationItem, StoreError, Tombstone,
+    parse_class, parse_state, AttemptRow, AuditEntry, ClaimedIntent, IntentRow, PayloadBody,
+    ReconciliationItem, StoreError, StoredPayload, Tombstone,
 };
 
 /// The columns [`intent_from_row`] reads.
@@ -27,7 +27,7 @@ pub(super) const ITEM_SELECT: &str =
 
 // Dialect twin of sqlite/rows.rs intent_from_row: the same columns, times as timestamptz.
 pub(super) fn intent_from_row(row: &PgRow) -> Result<IntentRow, StoreError> {
-    let payload = stored_payload_value(
+    let payload = StoredPayload::from_stored(
         row.try_get::<String, _>("payload")?.into_bytes(),
         row.try_get("id")?,
     );

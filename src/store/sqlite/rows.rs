@@ -9,8 +9,8 @@ use sqlx::Row;
 use super::from_ms;
 use crate::intent::{ActionName, IdempotencyKey, OperationId, OrderingKey, TenantId};
 use crate::store::{
-    parse_class, parse_state, stored_payload_value, AttemptRow, AuditEntry, ClaimedIntent,
-    IntentRow, PayloadBody, ReconciliationItem, StoreError, Tombstone,
+    parse_class, parse_state, AttemptRow, AuditEntry, ClaimedIntent, IntentRow, PayloadBody,
+    ReconciliationItem, StoreError, StoredPayload, Tombstone,
 };
 
 /// The columns [`intent_from_row`] reads.
@@ -40,7 +40,7 @@ pub(super) fn intent_from_row(row: &SqliteRow) -> Result<IntentRow, StoreError> 
         operation_id: OperationId::from_store(row.try_get("operation_id")?),
         action: ActionName::from_store(row.try_get("action")?),
         payload_version: row.try_get("payload_version")?,
-        payload: stored_payload_value(row.try_get("payload")?, row.try_get("id")?),
+        payload: StoredPayload::from_stored(row.try_get("payload")?, row.try_get("id")?),
         payload_sha256: row.try_get("payload_sha256")?,
         idempotency_key: IdempotencyKey::from_store(row.try_get("idempotency_key")?),
         ordering_key: row

@@ -60,7 +60,7 @@ async fn create_replay_and_conflict(t: &TestDb) {
         (StatusCode::CONFLICT, "conflict")
     );
     assert_eq!(
-        h.intent(id).await.payload,
+        h.intent(id).await.payload.to_value(),
         json!({"order": 7, "amount": 1250})
     );
 

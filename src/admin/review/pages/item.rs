@@ -35,7 +35,7 @@ pub(in crate::admin::review) fn item(
     form: &FormState,
 ) -> String {
     let item = &d.item;
-    let payload = serde_json::to_string_pretty(&d.intent.payload).unwrap_or_default();
+    let payload = d.intent.payload.pretty();
     let body = html! {
         h1 { "Item #" (item.id) " · " (item.action) }
         @if let Some(flash) = flash { (flash) }

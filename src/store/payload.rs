@@ -1,0 +1,279 @@
+//! Stored payloads as the store hands them out: the text the database returns (on both
+//! backends) becomes a request body ([`PayloadBody`], for a claimed intent) or a payload
+//! to show ([`StoredPayload`], for listings, the console and tests). One rule decides what
+//! is JSON for both: the text `serde_json` parses into a `Value` (at most 128 levels deep,
+//! no lone UTF-16 surrogate escape). Neither keeps a parsed tree.
+
+use std::fmt;
+
+use bytes::Bytes;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::intent::IntentId;
+
+/// A claimed intent's payload as the request body: its JSON, compact, object keys in
+/// bytewise order (what `serde_json::Value` writes), built once when the claim is read.
+///
+/// The parsed tree is not kept. A payload near the 256 KiB limit can parse to tens of
+/// times its size (a long `[0,0,…]` array: a `Value` of 32 bytes and, for exact numbers,
+/// a heap string per element), and every claimed intent holds its payload until its
+/// outcome is recorded: with the default request slots full of such payloads, the trees
+/// took gigabytes. Held as bytes, an intent costs its payload's size; cloning is a
+/// reference count.
+///
+/// `None` inside: the stored payload is not UTF-8 text (on SQLite a hand-written `INSERT`
+/// can store other bytes, or a BLOB, that its JSON check accepts). Such an intent is not
+/// sent: nothing it could send would be the producer's JSON.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PayloadBody(Option<Bytes>);
+
+impl PayloadBody {
+    /// The body of `payload`.
+    pub fn from_value(payload: &Value) -> Self {
+        Self(Some(Bytes::from(payload.to_string())))
+    }
+
+    /// The body of a payload as the database returned it: parsed and written back
+    /// compact, the tree living only for the length of this call.
+    ///
+    /// Text the database accepted but this parser refuses (nested deeper than its 128
+    /// levels, or a lone UTF-16 surrogate escape, both of which only a hand-written `INSERT`
+    /// or `UPDATE` can store) is sent as stored, with a warning: failing the decoding
+    /// would fail the whole claim batch, on every claim, and stop delivery for everyone.
+    pub fn from_stored(stored: Vec<u8>, intent: IntentId) -> Self {
+        match utf8(stored, intent) {
+            Ok(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(payload) => Self::from_value(&payload),
+                Err(e) => {
+                    refused(intent, &e, text.len());
+                    Self(Some(Bytes::from(text)))
+                }
+            },
+            Err(_) => Self(None),
+        }
+    }
+
+    /// The bytes to send (a cheap clone of the shared buffer); `None`: not to be sent.
+    pub fn bytes(&self) -> Option<Bytes> {
+        self.0.clone()
+    }
+}
+
+/// The length only: a payload may carry personal data and be 256 KiB long.
+impl fmt::Debug for PayloadBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(body) => write!(f, "PayloadBody({} bytes)", body.len()),
+            None => write!(f, "PayloadBody(not text)"),
+        }
+    }
+}
+
+/// A stored payload as people and tests see it ([`super::IntentRow::payload`]): the stored
+/// JSON text, checked but not parsed into a tree, and written out as that JSON. Text the
+/// parser refuses (see [`PayloadBody::from_stored`]) is shown as a JSON string of that text,
+/// with a warning, and text that is not UTF-8 as a string with replacement characters, so
+/// that one such row neither fails a listing of the rows around it, nor a client that
+/// reads the listing with the same parser, nor hides itself.
+///
+/// Held as text because a listing holds many: the admin API's largest page is 500 rows,
+/// and 500 payloads near the 256 KiB limit parsed into trees would take gigabytes.
+#[derive(Clone, Serialize)]
+#[serde(transparent)]
+pub struct StoredPayload(Box<RawValue>);
+
+impl StoredPayload {
+    /// A payload as the database returned it.
+    pub fn from_stored(stored: Vec<u8>, intent: IntentId) -> Self {
+        let text = match utf8(stored, intent) {
+            Ok(text) => text,
+            Err(bytes) => return Self::string(&String::from_utf8_lossy(&bytes)),
+        };
+        let len = text.len();
+        match serde_json::from_str::<Checked>(&text) {
+            Ok(Checked) => match RawValue::from_string(text) {
+                Ok(raw) => Self(raw),
+                Err(e) => unreachable!("text that parses as JSON is JSON: {e}"),
+            },
+            Err(e) => {
+                refused(intent, &e, len);
+                Self::string(&text)
+            }
+        }
+    }
+
+    /// The payload `value` (demo data, tests).
+    pub fn from_value(value: &Value) -> Self {
+        Self(serde_json::value::to_raw_value(value).expect("a Value is always JSON"))
+    }
+
+    /// `text` as a JSON string.
+    fn string(text: &str) -> Self {
+        Self(serde_json::value::to_raw_value(text).expect("a str is always JSON"))
+    }
+
+    /// The JSON text as stored (PostgreSQL: as `jsonb` writes it).
+    pub fn as_json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The payload parsed (one intent's page, tests): the tree lives with the caller.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.0.get()).expect("checked when read")
+    }
+
+    /// The payload indented for people (one intent's console page).
+    pub fn pretty(&self) -> String {
+        serde_json::to_string_pretty(&self.to_value()).unwrap_or_default()
+    }
+}
+
+/// The length only, as [`PayloadBody`]'s.
+impl fmt::Debug for StoredPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoredPayload({} bytes)", self.0.get().len())
+    }
+}
+
+/// The stored bytes as text, or, with a warning, the bytes back.
+fn utf8(stored: Vec<u8>, intent: IntentId) -> Result<String, Vec<u8>> {
+    String::from_utf8(stored).map_err(|e| {
+        tracing::warn!(
+            intent_id = intent.get(),
+            bytes = e.as_bytes().len(),
+            "a stored payload is not UTF-8 text; it is not sent, and shown with replacements"
+        );
+        e.into_bytes()
+    })
+}
+
+/// Warns that the parser refused a stored payload (the intent and the length, never the
+/// content).
+fn refused(intent: IntentId, error: &serde_json::Error, bytes: usize) {
+    tracing::warn!(intent_id = intent.get(), %error, bytes,
+        "a stored payload could not be parsed; it is used as the stored text");
+}
+
+/// Text `serde_json` would parse into a `Value`, checked by walking it with the same
+/// parser (so the same depth limit and string rules) while keeping nothing.
+struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CheckVisitor)
+    }
+}
+
+struct CheckVisitor;
+
+impl<'de> Visitor<'de> for CheckVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+
+    /// Keys are strings (their escapes checked as they are read); with `serde_json`'s
+    /// `arbitrary_precision` a number arrives as a one-entry map too.
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map.next_key::<IgnoredStr>()?.is_some() {
+            map.next_value::<Checked>()?;
+        }
+        Ok(Checked)
+    }
+}
+
+/// A map key: read as a string (escapes checked), then dropped.
+struct IgnoredStr;
+
+impl<'de> Deserialize<'de> for IgnoredStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(CheckVisitor).map(|Checked| IgnoredStr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn shown(text: &str) -> StoredPayload {
+        StoredPayload::from_stored(text.as_bytes().to_vec(), IntentId::new(1))
+    }
+
+    #[test]
+    fn json_is_shown_as_stored_and_parses_as_the_value() {
+        let p = shown(r#"{"b": [1, 2.5, "x\u00e9"], "a": {"n": null, "t": true}}"#);
+        assert_eq!(
+            p.as_json(),
+            r#"{"b": [1, 2.5, "x\u00e9"], "a": {"n": null, "t": true}}"#
+        );
+        assert_eq!(
+            p.to_value(),
+            json!({"a": {"n": null, "t": true}, "b": [1, 2.5, "xé"]})
+        );
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            p.to_value(),
+            "written out as that JSON"
+        );
+    }
+
+    #[test]
+    fn text_the_value_parser_refuses_is_shown_as_a_string() {
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        let within = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+        for refused in [
+            deep.as_str(),
+            r#"{"a":"\ud800"}"#,
+            r#"{"\udc00":1}"#,
+            "{\"a\":1",
+            "[1,]",
+        ] {
+            assert!(serde_json::from_str::<Value>(refused).is_err(), "{refused}");
+            assert_eq!(shown(refused).to_value(), json!(refused), "{refused}");
+        }
+        assert_eq!(shown(&within).as_json(), within, "100 levels are JSON");
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_shown_with_replacements() {
+        let p = StoredPayload::from_stored(b"{\"a\":\"\x80\"}".to_vec(), IntentId::new(1));
+        assert_eq!(p.to_value(), json!("{\"a\":\"\u{fffd}\"}"));
+    }
+
+    #[test]
+    fn debug_shows_the_length_only() {
+        assert_eq!(
+            format!("{:?}", shown(r#"{"card":"4242"}"#)),
+            "StoredPayload(15 bytes)"
+        );
+    }
+}
