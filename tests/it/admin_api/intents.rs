@@ -171,8 +171,49 @@ async fn cancel_a_pending_intent_once(t: &TestDb) {
     assert_eq!(entries[0]["note"], "customer withdrew");
 }
 
+/// A listing shows each payload as its JSON, exact numbers kept; a payload the parser
+/// refuses (nested 200 deep, written by a hand-written `UPDATE`) is shown as a JSON string
+/// of its stored text, so the page still parses for a client with the same parser.
+async fn list_shows_payloads_as_json_and_a_refused_one_as_text(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let payload: Value = serde_json::from_str(
+        r#"{"amount":1.234567890123456789,"id":123456789012345678901234567890,"to":{"b":[1,2],"a":"é"}}"#,
+    )
+    .unwrap();
+    let exact = NewIntent::new("acme", "op-exact", REFUND, payload.clone())
+        .with_not_before(Utc::now() + Duration::days(1));
+    let exact = h.enqueue(exact).await.intent_id;
+    let odd = pending_refund(&h, "op-odd").await;
+    let deep = format!("{{\"deep\":{}1{}}}", "[".repeat(200), "]".repeat(200));
+    let set =
+        |cast: &str| format!("UPDATE outbox_intents SET payload = '{deep}'{cast} WHERE id = {odd}");
+    exec(&h.db, &set(""), &set("::jsonb")).await;
+    let server = AdminServer::start(&h.db).await;
+    let api = server.api(Some(ROOT));
+
+    let (status, page) = api.get("/v1/intents?limit=500").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let shown = |id: IntentId| {
+        page["intents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == id.get())
+            .map(|i| i["payload"].clone())
+            .unwrap_or_else(|| panic!("{id} not listed in {page}"))
+    };
+    assert_eq!(shown(exact), payload);
+    let text: String = shown(odd)
+        .as_str()
+        .unwrap_or_else(|| panic!("not shown as text: {}", shown(odd)))
+        .split_whitespace()
+        .collect();
+    assert_eq!(text, deep);
+}
+
 crate::both_backends!(
     list_filters_by_state_action_age_and_pages,
+    list_shows_payloads_as_json_and_a_refused_one_as_text,
     show_has_payload_attempts_and_reconciliation,
     cancel_a_pending_intent_once
 );
