@@ -2,14 +2,12 @@
 //! backends) becomes a request body ([`PayloadBody`], for a claimed intent) or a payload
 //! to show ([`StoredPayload`], for listings, the console and tests). One rule decides what
 //! is JSON for both: the text `serde_json` parses into a `Value` (at most 128 levels deep,
-//! no lone UTF-16 surrogate escape). Neither keeps a parsed tree.
+//! no lone UTF-16 surrogate escape), parsed where it is used. Neither keeps a parsed tree.
 
 use std::fmt;
 
 use bytes::Bytes;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::intent::IntentId;
@@ -73,68 +71,68 @@ impl fmt::Debug for PayloadBody {
 }
 
 /// A stored payload as people and tests see it ([`super::IntentRow::payload`]): the stored
-/// JSON text, checked but not parsed into a tree, and written out as that JSON. Text the
-/// parser refuses (see [`PayloadBody::from_stored`]) is shown as a JSON string of that text,
-/// with a warning, and text that is not UTF-8 as a string with replacement characters, so
-/// that one such row neither fails a listing of the rows around it, nor a client that
-/// reads the listing with the same parser, nor hides itself.
-///
-/// Held as text because a listing holds many: the admin API's largest page is 500 rows,
-/// and 500 payloads near the 256 KiB limit parsed into trees would take gigabytes.
-#[derive(Clone, Serialize)]
-#[serde(transparent)]
-pub struct StoredPayload(Box<RawValue>);
+/// text, parsed only when it is written out or looked at, so that a listing holds text, not
+/// trees (the admin API's largest page is 500 rows, and 500 payloads near the 256 KiB limit
+/// parsed into trees took gigabytes). Written out, it is the parsed JSON, compact, keys in
+/// bytewise order; text the parser refuses (see [`PayloadBody::from_stored`]) is written as
+/// a JSON string of that text, with a warning, and text that is not UTF-8 as a string with
+/// replacement characters, so that one such row neither fails a listing of the rows around
+/// it, nor a client that reads the listing with the same parser, nor hides itself.
+#[derive(Clone)]
+pub struct StoredPayload {
+    text: String,
+    intent: IntentId,
+}
 
 impl StoredPayload {
     /// A payload as the database returned it.
     pub fn from_stored(stored: Vec<u8>, intent: IntentId) -> Self {
-        let text = match utf8(stored, intent) {
-            Ok(text) => text,
-            Err(bytes) => return Self::string(&String::from_utf8_lossy(&bytes)),
-        };
-        let len = text.len();
-        match serde_json::from_str::<Checked>(&text) {
-            Ok(Checked) => match RawValue::from_string(text) {
-                Ok(raw) => Self(raw),
-                Err(e) => unreachable!("text that parses as JSON is JSON: {e}"),
-            },
-            Err(e) => {
-                refused(intent, &e, len);
-                Self::string(&text)
-            }
-        }
+        let text = utf8(stored, intent).unwrap_or_else(|bytes| {
+            Value::String(String::from_utf8_lossy(&bytes).into()).to_string()
+        });
+        Self { text, intent }
     }
 
     /// The payload `value` (demo data, tests).
     pub fn from_value(value: &Value) -> Self {
-        Self(serde_json::value::to_raw_value(value).expect("a Value is always JSON"))
+        Self {
+            text: value.to_string(),
+            intent: IntentId::new(0),
+        }
     }
 
-    /// `text` as a JSON string.
-    fn string(text: &str) -> Self {
-        Self(serde_json::value::to_raw_value(text).expect("a str is always JSON"))
-    }
-
-    /// The JSON text as stored (PostgreSQL: as `jsonb` writes it).
-    pub fn as_json(&self) -> &str {
-        self.0.get()
-    }
-
-    /// The payload parsed (one intent's page, tests): the tree lives with the caller.
+    /// The payload parsed, or the stored text as a JSON string if the parser refuses it;
+    /// the tree lives with the caller (one row at a time).
     pub fn to_value(&self) -> Value {
-        serde_json::from_str(self.0.get()).expect("checked when read")
+        serde_json::from_str(&self.text).unwrap_or_else(|e| {
+            refused(self.intent, &e, self.text.len());
+            Value::String(self.text.clone())
+        })
     }
 
     /// The payload indented for people (one intent's console page).
     pub fn pretty(&self) -> String {
         serde_json::to_string_pretty(&self.to_value()).unwrap_or_default()
     }
+
+    /// The stored text's length in bytes.
+    pub fn stored_len(&self) -> usize {
+        self.text.len()
+    }
+}
+
+/// Written out as [`StoredPayload::to_value`]: the tree of one payload lives only while
+/// that payload is written.
+impl Serialize for StoredPayload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(serializer)
+    }
 }
 
 /// The length only, as [`PayloadBody`]'s.
 impl fmt::Debug for StoredPayload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "StoredPayload({} bytes)", self.0.get().len())
+        write!(f, "StoredPayload({} bytes)", self.text.len())
     }
 }
 
@@ -150,73 +148,12 @@ fn utf8(stored: Vec<u8>, intent: IntentId) -> Result<String, Vec<u8>> {
     })
 }
 
-/// Warns that the parser refused a stored payload (the intent and the length, never the
-/// content).
+/// Warns that the parser refused a stored payload: the intent, the length and where the
+/// parser stopped, never the content (the parser's message can quote a value).
 fn refused(intent: IntentId, error: &serde_json::Error, bytes: usize) {
-    tracing::warn!(intent_id = intent.get(), %error, bytes,
+    tracing::warn!(intent_id = intent.get(), category = ?error.classify(), line = error.line(),
+        column = error.column(), bytes,
         "a stored payload could not be parsed; it is used as the stored text");
-}
-
-/// Text `serde_json` would parse into a `Value`, checked by walking it with the same
-/// parser (so the same depth limit and string rules) while keeping nothing.
-struct Checked;
-
-impl<'de> Deserialize<'de> for Checked {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(CheckVisitor)
-    }
-}
-
-struct CheckVisitor;
-
-impl<'de> Visitor<'de> for CheckVisitor {
-    type Value = Checked;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
-        while seq.next_element::<Checked>()?.is_some() {}
-        Ok(Checked)
-    }
-
-    /// Keys are strings (their escapes checked as they are read); with `serde_json`'s
-    /// `arbitrary_precision` a number arrives as a one-entry map too.
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
-        while map.next_key::<IgnoredStr>()?.is_some() {
-            map.next_value::<Checked>()?;
-        }
-        Ok(Checked)
-    }
-}
-
-/// A map key: read as a string (escapes checked), then dropped.
-struct IgnoredStr;
-
-impl<'de> Deserialize<'de> for IgnoredStr {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_str(CheckVisitor).map(|Checked| IgnoredStr)
-    }
 }
 
 #[cfg(test)]
@@ -229,20 +166,15 @@ mod tests {
     }
 
     #[test]
-    fn json_is_shown_as_stored_and_parses_as_the_value() {
+    fn json_is_written_out_compact_with_sorted_keys() {
         let p = shown(r#"{"b": [1, 2.5, "x\u00e9"], "a": {"n": null, "t": true}}"#);
-        assert_eq!(
-            p.as_json(),
-            r#"{"b": [1, 2.5, "x\u00e9"], "a": {"n": null, "t": true}}"#
-        );
         assert_eq!(
             p.to_value(),
             json!({"a": {"n": null, "t": true}, "b": [1, 2.5, "xé"]})
         );
         assert_eq!(
-            serde_json::to_value(&p).unwrap(),
-            p.to_value(),
-            "written out as that JSON"
+            serde_json::to_string(&p).unwrap(),
+            r#"{"a":{"n":null,"t":true},"b":[1,2.5,"xé"]}"#
         );
     }
 
@@ -256,11 +188,25 @@ mod tests {
             r#"{"\udc00":1}"#,
             "{\"a\":1",
             "[1,]",
+            // serde_json's marker keys (`arbitrary_precision`): a producer's object can
+            // store one first (SQLite sorts `$` before letters; jsonb puts short keys first).
+            r#"{"$serde_json::private::Number":"x","zzzzzzzzzzzzzzzzzzzzzzzzzzzzz":1}"#,
+            r#"{"$serde_json::private::Number":"5","a":1}"#,
         ] {
             assert!(serde_json::from_str::<Value>(refused).is_err(), "{refused}");
-            assert_eq!(shown(refused).to_value(), json!(refused), "{refused}");
+            let p = shown(refused);
+            assert_eq!(p.to_value(), json!(refused), "{refused}");
+            assert_eq!(
+                serde_json::to_value(&p).unwrap(),
+                json!(refused),
+                "{refused}"
+            );
         }
-        assert_eq!(shown(&within).as_json(), within, "100 levels are JSON");
+        assert_eq!(
+            serde_json::to_string(&shown(&within)).unwrap(),
+            within,
+            "100 levels are JSON"
+        );
     }
 
     #[test]

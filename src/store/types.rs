@@ -237,8 +237,8 @@ pub struct IntentRow {
     pub action: ActionName,
     /// Payload version.
     pub payload_version: i32,
-    /// The payload (JSON as stored; a stored payload the parser refuses, which only a
-    /// hand-written SQL statement can store, is shown as a JSON string of its text).
+    /// The payload (a stored payload the parser refuses, which only a hand-written SQL
+    /// statement can store, is shown as a JSON string of its text).
     #[schema(value_type = serde_json::Value)]
     pub payload: StoredPayload,
     /// Payload digest.

@@ -172,6 +172,6 @@ async fn listing_rss(db: &Database) -> Result<(f64, f64, usize), BenchError> {
         })
         .await?;
     let grown = super::e2e::peak_rss_kib(me).saturating_sub(before) as f64 / 1024.0;
-    let text: usize = rows.iter().map(|r| r.payload.as_json().len()).sum();
+    let text: usize = rows.iter().map(|r| r.payload.stored_len()).sum();
     Ok((grown, text as f64 / 1024.0 / 1024.0, rows.len()))
 }
