@@ -38,8 +38,9 @@ impl PayloadBody {
     /// compact, the tree living only for the length of this call.
     ///
     /// Text the database accepted but this parser refuses (nested deeper than its 128
-    /// levels, or a lone UTF-16 surrogate escape, both of which only a hand-written `INSERT`
-    /// or `UPDATE` can store) is sent as stored, with a warning: failing the decoding
+    /// levels, or a lone UTF-16 surrogate escape, which only a hand-written `INSERT` or
+    /// `UPDATE` can store; or an object whose first stored key is one of serde_json's
+    /// marker keys, which an enqueue can store) is sent as stored, with a warning: failing the decoding
     /// would fail the whole claim batch, on every claim, and stop delivery for everyone.
     pub fn from_stored(stored: Vec<u8>, intent: IntentId) -> Self {
         match utf8(stored, intent) {

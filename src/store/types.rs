@@ -237,8 +237,9 @@ pub struct IntentRow {
     pub action: ActionName,
     /// Payload version.
     pub payload_version: i32,
-    /// The payload (a stored payload the parser refuses, which only a hand-written SQL
-    /// statement can store, is shown as a JSON string of its text).
+    /// The payload. A stored payload the parser refuses (nested over 128 levels, a lone
+    /// surrogate escape, an object whose first key is a serde_json marker key) is shown
+    /// as a JSON string of its text.
     #[schema(value_type = serde_json::Value)]
     pub payload: StoredPayload,
     /// Payload digest.

@@ -107,9 +107,8 @@ impl ConsoleStore for SqliteStore {
             .bind(s.q.as_deref())
             .bind(s.before_id)
             .bind(i64::from(s.limit.max(1)))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(intent_from_row).collect()
+            .fetch(&self.pool);
+        crate::store::decode_each(rows, intent_from_row).await
     }
 
     async fn ordering_blocker(
