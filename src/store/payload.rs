@@ -40,16 +40,14 @@ impl PayloadBody {
     /// Text the database accepted but this parser refuses (nested deeper than its 128
     /// levels, or a lone UTF-16 surrogate escape, which only a hand-written `INSERT` or
     /// `UPDATE` can store; or an object whose first stored key is one of serde_json's
-    /// marker keys, which an enqueue can store) is sent as stored, with a warning: failing the decoding
-    /// would fail the whole claim batch, on every claim, and stop delivery for everyone.
+    /// marker keys, which an enqueue can store) is sent as stored, with a warning:
+    /// failing the decoding would fail the whole claim batch, on every claim, and stop
+    /// delivery for everyone.
     pub fn from_stored(stored: Vec<u8>, intent: IntentId) -> Self {
         match utf8(stored, intent) {
-            Ok(text) => match serde_json::from_str::<Value>(&text) {
-                Ok(payload) => Self::from_value(&payload),
-                Err(e) => {
-                    refused(intent, &e, text.len());
-                    Self(Some(Bytes::from(text)))
-                }
+            Ok(text) => match parsed(&text, intent) {
+                Some(payload) => Self::from_value(&payload),
+                None => Self(Some(Bytes::from(text))),
             },
             Err(_) => Self(None),
         }
@@ -105,10 +103,7 @@ impl StoredPayload {
     /// The payload parsed, or the stored text as a JSON string if the parser refuses it;
     /// the tree lives with the caller (one row at a time).
     pub fn to_value(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or_else(|e| {
-            refused(self.intent, &e, self.text.len());
-            Value::String(self.text.clone())
-        })
+        parsed(&self.text, self.intent).unwrap_or_else(|| Value::String(self.text.clone()))
     }
 
     /// The payload indented for people (one intent's console page).
@@ -149,12 +144,17 @@ fn utf8(stored: Vec<u8>, intent: IntentId) -> Result<String, Vec<u8>> {
     })
 }
 
-/// Warns that the parser refused a stored payload: the intent, the length and where the
-/// parser stopped, never the content (the parser's message can quote a value).
-fn refused(intent: IntentId, error: &serde_json::Error, bytes: usize) {
-    tracing::warn!(intent_id = intent.get(), category = ?error.classify(), line = error.line(),
-        column = error.column(), bytes,
-        "a stored payload could not be parsed; it is used as the stored text");
+/// The stored text parsed, the one rule for both uses; `None`, with a warning, when the
+/// parser refuses it. The warning names the intent, the length and where the parser
+/// stopped, never the content (the parser's message can quote a value).
+fn parsed(text: &str, intent: IntentId) -> Option<Value> {
+    serde_json::from_str(text)
+        .map_err(|e| {
+            tracing::warn!(intent_id = intent.get(), category = ?e.classify(), line = e.line(),
+                column = e.column(), bytes = text.len(),
+                "a stored payload could not be parsed; it is used as the stored text");
+        })
+        .ok()
 }
 
 #[cfg(test)]
