@@ -266,6 +266,9 @@ pub enum Only {
     /// The large-payload memory figures (after the small-payload drain they are read
     /// against).
     Payloads,
+    /// The SQL ceilings alone: the raw queue (2a) and the dispatcher's own SQL (2b), with
+    /// the CPU ratio between them.
+    Ceilings,
 }
 
 /// Only one measurement, with its own table (targets of the others read as missing).
@@ -292,6 +295,11 @@ pub async fn run_only(options: &BenchOptions, only: Only) -> Result<report::Repo
             e2e::throughput(options, &provider, e2e::Shape::Empty, &mut report).await?;
             let n = options.scenarios.large_payload_intents.max(1);
             payloads::run(options, n, &mut report).await?;
+        }
+        Only::Ceilings => {
+            report.section("SQL ceilings");
+            ceilings::raw_queue(options, &mut report).await?;
+            ceilings::own_sql(options, &mut report).await?;
         }
     }
     report.finish();

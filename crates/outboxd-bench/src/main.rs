@@ -56,7 +56,8 @@ struct Args {
     only_sweep: bool,
     /// Run only one figure's measurement, to iterate on it (`latency`: the offered load,
     /// PostgreSQL; `rate-limit`: the rate-limit scenario; `payloads`: memory with payloads
-    /// near the size limit, after the small-payload drain it is read against).
+    /// near the size limit, after the small-payload drain it is read against; `ceilings`:
+    /// the raw queue (2a) and the dispatcher's own SQL (2b) with their CPU ratio).
     #[arg(long, value_enum)]
     only: Option<Only>,
     /// A small run for CI: a few hundred intents, short phases, no targets.
