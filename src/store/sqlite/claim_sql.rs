@@ -80,14 +80,16 @@ pub(super) const RELEASE_SQL: &str = "UPDATE outbox_intents SET state = 'pending
     next_attempt_at = ?3, updated_at = ?3 \
     WHERE id = ?1 AND fencing_token = ?2 AND state = 'in_flight'";
 
-/// The batch as rows, for every statement below.
-pub(super) const OUTCOMES: &str = "SELECT value ->> '$.id' AS id, value ->> '$.token' AS token, \
-    value ->> '$.state' AS state, value ->> '$.next_at' AS next_at, \
-    value ->> '$.provider_ref' AS provider_ref, value ->> '$.error' AS error, \
-    value ->> '$.http_status' AS http_status, value ->> '$.ambiguous' AS ambiguous, \
-    value ->> '$.sent_at' AS sent_at, \
-    value ->> '$.class' AS class, value ->> '$.duration_ms' AS duration_ms, \
-    value ->> '$.attempt_started' AS attempt_started FROM json_each(?1)";
+/// The batch as rows, for every statement below. Each outcome is a JSON array whose
+/// positions are the columns below, in [`super::claims`]' `outcome_json` order. Each element
+/// is rendered as JSON text once (the materialised `e`) and its fields are read from that
+/// text, which SQLite parses once and keeps; reading `json_each`'s `value` for each field
+/// instead renders the element again every time (decision 0017).
+pub(super) const OUTCOMES: &str = "WITH e(v) AS MATERIALIZED (SELECT value FROM json_each(?1)) \
+    SELECT v ->> 0 AS id, v ->> 1 AS token, v ->> 2 AS state, v ->> 3 AS next_at, \
+    v ->> 4 AS provider_ref, v ->> 5 AS error, v ->> 6 AS http_status, v ->> 7 AS ambiguous, \
+    v ->> 8 AS sent_at, v ->> 9 AS class, v ->> 10 AS duration_ms, \
+    v ->> 11 AS attempt_started FROM e";
 
 /// Applies each outcome only while the intent is in flight under the same fencing token;
 /// returns the ids that applied.

@@ -28,22 +28,23 @@ use crate::store::{
     ProviderStateRow, RecordResult, Release, StoreError, LEASE_EXPIRED_ERROR,
 };
 
-/// One outcome as a JSON object for [`super::claim_sql::OUTCOMES`] (times as ms).
+/// One outcome as a JSON array for [`super::claim_sql::OUTCOMES`], whose columns read it by
+/// position (times as ms).
 fn outcome_json(o: OutcomeRow) -> serde_json::Value {
-    json!({
-        "id": o.intent_id,
-        "token": o.token,
-        "state": o.state,
-        "next_at": o.next_at.map(ms),
-        "provider_ref": o.provider_ref,
-        "error": o.error,
-        "http_status": o.http_status,
-        "ambiguous": o.ambiguous,
-        "sent_at": o.sent_at.map(ms),
-        "class": o.class,
-        "duration_ms": o.duration_ms,
-        "attempt_started": o.attempt_started.map(ms),
-    })
+    json!([
+        o.intent_id,
+        o.token,
+        o.state,
+        o.next_at.map(ms),
+        o.provider_ref,
+        o.error,
+        o.http_status,
+        o.ambiguous,
+        o.sent_at.map(ms),
+        o.class,
+        o.duration_ms,
+        o.attempt_started.map(ms),
+    ])
 }
 
 #[async_trait]
@@ -280,5 +281,93 @@ impl ClaimStore for SqliteStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use sqlx::sqlite::SqlitePoolOptions;
+
+    use super::*;
+    use crate::store::sqlite::claim_sql::OUTCOMES;
+
+    /// Every column of the outcome batch reads the field of that name: a swapped position in
+    /// `outcome_json` or in `OUTCOMES` shows here.
+    #[tokio::test]
+    async fn outcome_batch_columns_read_their_own_fields() {
+        let at = |ms| Utc.timestamp_millis_opt(ms).single().expect("valid time");
+        let full = OutcomeRow {
+            intent_id: IntentId::new(7),
+            token: 11,
+            state: "delivered",
+            next_at: Some(at(1_000)),
+            provider_ref: Some("ref-1".into()),
+            error: Some("boom".into()),
+            http_status: Some(201),
+            ambiguous: 1,
+            sent_at: Some(at(2_000)),
+            class: Some("delivered"),
+            duration_ms: Some(33),
+            attempt_started: Some(at(3_000)),
+        };
+        let empty = OutcomeRow {
+            intent_id: IntentId::new(8),
+            token: 12,
+            state: "unknown",
+            next_at: None,
+            provider_ref: None,
+            error: None,
+            http_status: None,
+            ambiguous: 0,
+            sent_at: None,
+            class: None,
+            duration_ms: None,
+            attempt_started: None,
+        };
+        let batch = serde_json::Value::Array(vec![outcome_json(full), outcome_json(empty)]);
+        let pool = SqlitePoolOptions::new()
+            .connect("sqlite::memory:")
+            .await
+            .expect("in-memory SQLite");
+        let rows = sqlx::query(OUTCOMES)
+            .bind(batch.to_string())
+            .fetch_all(&pool)
+            .await
+            .expect("the batch reads as rows");
+        let row = &rows[0];
+        let int = |name: &str| row.get::<Option<i64>, _>(name);
+        let text = |name: &str| row.get::<Option<String>, _>(name);
+        assert_eq!(int("id"), Some(7));
+        assert_eq!(int("token"), Some(11));
+        assert_eq!(text("state").as_deref(), Some("delivered"));
+        assert_eq!(int("next_at"), Some(1_000));
+        assert_eq!(text("provider_ref").as_deref(), Some("ref-1"));
+        assert_eq!(text("error").as_deref(), Some("boom"));
+        assert_eq!(int("http_status"), Some(201));
+        assert_eq!(int("ambiguous"), Some(1));
+        assert_eq!(int("sent_at"), Some(2_000));
+        assert_eq!(text("class").as_deref(), Some("delivered"));
+        assert_eq!(int("duration_ms"), Some(33));
+        assert_eq!(int("attempt_started"), Some(3_000));
+        let row = &rows[1];
+        assert_eq!(row.get::<Option<i64>, _>("id"), Some(8));
+        assert_eq!(
+            row.get::<Option<String>, _>("state").as_deref(),
+            Some("unknown")
+        );
+        for name in [
+            "next_at",
+            "http_status",
+            "sent_at",
+            "duration_ms",
+            "attempt_started",
+        ] {
+            assert_eq!(row.get::<Option<i64>, _>(name), None, "{name}");
+        }
+        for name in ["provider_ref", "error", "class"] {
+            assert_eq!(row.get::<Option<String>, _>(name), None, "{name}");
+        }
+        assert_eq!(row.get::<Option<i64>, _>("ambiguous"), Some(0));
     }
 }
