@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Where the PostgreSQL claim statement's planning time goes (decision 0018): the claim of
+# src/store/postgres/claim_sql.rs (`CLAIM_DUE_SQL`) as it ships, its tenant walk alone, its
+# per-action seek alone (the walk replaced by a bound array of tenants), and a one-tenant
+# claim without walk or per-action LATERAL. Each is prepared with
+# `plan_cache_mode = force_custom_plan` (what an unnamed statement gets: a plan per
+# execution) and run 30 times as `EXPLAIN (ANALYZE, SUMMARY) EXECUTE` inside a rolled-back
+# transaction; the medians of "Planning Time" and "Execution Time" are printed.
+#
+#   bash scripts/profile-pg-claim-planning.sh [postgres://postgres@127.0.0.1:5432/postgres] [rounds]
+#
+# It creates (and drops) the database outboxd_planning: every migration in
+# migrations/postgres, 50,000 intents of 5 tenants, 45,000 of them delivered.
+#
+# Then, why a plan kept across executions scans the table: claims of 200 from one tenant's
+# 100,000 pending intents beside 100,000 delivered ones, with `force_generic_plan`
+# (executions 2-6 of six; the first, with cold caches, is not printed): the claim as shipped
+# with the table analyzed, the same with its limits written as literals, and that one with
+# its plan made on the empty table, then filled without an ANALYZE (autovacuum off for it).
+set -euo pipefail
+export PGOPTIONS="-c client_min_messages=warning"
+cd "$(dirname "$0")/.."
+
+ADMIN_URL="${1:-postgres://postgres@127.0.0.1:5432/postgres}"
+ROUNDS="${2:-3}"
+DB=outboxd_planning
+URL="${ADMIN_URL%/*}/$DB"
+work=$(mktemp -d)
+trap 'rm -rf "$work"; psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
+
+psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+for f in migrations/postgres/*.sql; do
+    psql "$URL" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null 2>&1
+done
+psql "$URL" -q \
+    -c "INSERT INTO outbox_intents (tenant, operation_id, action, payload)
+        SELECT 't' || (g % 5), 'op-' || g, 'bench.deliver',
+               jsonb_build_object('n', g, 'note', repeat('x', 160))
+        FROM generate_series(1, 50000) g" \
+    -c "UPDATE outbox_intents SET state = 'delivered', finished_at = now() WHERE id % 10 <> 0" \
+    -c "VACUUM ANALYZE outbox_intents" >/dev/null
+
+python3 - "$work" <<'PY'
+import re, sys
+work = sys.argv[1]
+src = open('src/store/postgres/claim_sql.rs').read()
+claim = re.search(r'CLAIM_DUE_SQL: &str = r#"(.*?)"#;', src, re.S).group(1)
+cut = claim.index('), due AS (')
+params = '$1::timestamptz, $2::text[], $3::int, $4::text, $5::bigint, $7::int'
+walk = claim[:cut] + ')\nSELECT tenant, ' + params + ' FROM turns LIMIT $3'
+walk = walk.replace('$6 COLLATE', '$6::text COLLATE')
+seek = ('WITH turns AS (SELECT unnest($6::text[]) AS tenant), due AS ('
+        + claim[cut + len('), due AS ('):].replace('$8::boolean', 'true'))
+one = '''WITH due AS (
+    SELECT i.id FROM outbox_intents i
+    WHERE i.state = 'pending' AND i.tenant = $6 AND i.action = ANY($2) AND i.next_attempt_at <= $1
+    ORDER BY i.next_attempt_at, i.id LIMIT $3 FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE outbox_intents i SET state = 'in_flight', lease_owner = $4,
+        lease_expires_at = now() + make_interval(secs => $5::double precision / 1000),
+        fencing_token = i.fencing_token + 1, attempt_count = i.attempt_count + 1,
+        attempt_started_at = now(), updated_at = now()
+    FROM due WHERE i.id = due.id RETURNING i.*
+)
+SELECT id, $7::int, $8::boolean FROM claimed'''
+literal = claim.replace('LIMIT $7', 'LIMIT 200').replace('LIMIT $3', 'LIMIT 200')
+for name, text in [('claim', claim), ('walk', walk), ('seek', seek), ('one', one),
+                   ('literal', literal)]:
+    open(f'{work}/{name}.sql', 'w').write(text)
+PY
+
+# $1 statement file, $2 type of $6, $3 value of $6
+median_times() {
+    {
+        echo "SET plan_cache_mode = force_custom_plan;"
+        echo "PREPARE c(timestamptz, text[], int, text, bigint, $2, int, boolean) AS $(cat "$1");"
+        for _ in $(seq 30); do
+            echo "BEGIN; EXPLAIN (ANALYZE, SUMMARY, TIMING OFF, COSTS OFF) EXECUTE c(now(), '{bench.deliver}', 5, 'profile', 30000, '$3', 5, false); ROLLBACK;"
+        done
+    } | psql -q "$URL" | awk '/Planning Time/ {p[np++] = $3} /Execution Time/ {e[ne++] = $3}
+        END { asort(p); asort(e); printf "planning %.3f ms, execution %.3f ms\n", p[int(np / 2) + 1], e[int(ne / 2) + 1] }'
+}
+
+for round in $(seq "$ROUNDS"); do
+    echo "round $round"
+    printf '  %-44s' "claim as shipped:";            median_times "$work/claim.sql" text t2
+    printf '  %-44s' "its tenant walk alone:";       median_times "$work/walk.sql" text t2
+    printf '  %-44s' "its per-action seek alone:";   median_times "$work/seek.sql" 'text[]' '{t2}'
+    printf '  %-44s' "one tenant, no walk, no LATERAL:"; median_times "$work/one.sql" text t2
+done
+
+# $1 statement file, $2 plan_cache_mode, $3 SQL run between the first execution and the rest
+kept_plan() {
+    {
+        echo "SET plan_cache_mode = $2;"
+        echo "PREPARE c(timestamptz, text[], int, text, bigint, text, int, boolean) AS $(cat "$1");"
+        echo "BEGIN; EXPLAIN (ANALYZE, SUMMARY, COSTS OFF) EXECUTE c(now(), '{bench.deliver}', 200, 'profile', 30000, '', 200, false); ROLLBACK;"
+        echo "$3"
+        for _ in $(seq 5); do
+            echo "BEGIN; EXPLAIN (ANALYZE, SUMMARY, COSTS OFF) EXECUTE c(now(), '{bench.deliver}', 200, 'profile', 30000, '', 200, false); ROLLBACK;"
+        done
+    } | psql -q "$URL" | awk '/Planning Time/ {if (n++) p = p " " $3} /Execution Time/ {if (m++) e = e " " $3}
+        /Seq Scan on outbox_intents i_1 \(actual/ {seq++}
+        END { printf "planning%s ms; execution%s ms; executions whose UPDATE scanned the whole table (of six): %d\n", p, e, seq }'
+}
+
+fill="INSERT INTO outbox_intents (tenant, operation_id, action, payload)
+      SELECT 't1', 'op-' || g, 'bench.deliver', jsonb_build_object('n', g, 'note', repeat('x', 160))
+      FROM generate_series(1, 200000) g;
+      UPDATE outbox_intents SET state = 'delivered', finished_at = now() WHERE id % 2 = 0;"
+fresh_empty() {
+    psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+    for f in migrations/postgres/*.sql; do
+        psql "$URL" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null 2>&1
+    done
+    psql "$URL" -qc "ALTER TABLE outbox_intents SET (autovacuum_enabled = false)" >/dev/null
+}
+
+echo "kept plans, claims of 200 of 100,000 pending"
+fresh_empty
+psql "$URL" -q -c "$fill" -c "VACUUM ANALYZE outbox_intents" >/dev/null
+printf '  %-44s' "as shipped, generic, table analyzed:"; kept_plan "$work/claim.sql" force_generic_plan ""
+printf '  %-44s' "as shipped, custom (what ships):";     kept_plan "$work/claim.sql" force_custom_plan ""
+printf '  %-44s' "limits as literals, generic, analyzed:"; kept_plan "$work/literal.sql" force_generic_plan ""
+fresh_empty
+printf '  %-44s' "literals, generic, made on the empty table:"; kept_plan "$work/literal.sql" force_generic_plan "$fill"
