@@ -28,10 +28,18 @@ URL="${ADMIN_URL%/*}/$DB"
 work=$(mktemp -d)
 trap 'rm -rf "$work"; psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
 
-psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
-for f in migrations/postgres/*.sql; do
-    psql "$URL" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null 2>&1
-done
+# A new database with every migration; autovacuum off for the intents with "$1" = manual.
+fresh() {
+    psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+    for f in migrations/postgres/*.sql; do
+        psql "$URL" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null 2>&1
+    done
+    if [ "${1:-}" = manual ]; then
+        psql "$URL" -qc "ALTER TABLE outbox_intents SET (autovacuum_enabled = false)" >/dev/null
+    fi
+}
+
+fresh
 psql "$URL" -q \
     -c "INSERT INTO outbox_intents (tenant, operation_id, action, payload)
         SELECT 't' || (g % 5), 'op-' || g, 'bench.deliver',
@@ -108,19 +116,12 @@ fill="INSERT INTO outbox_intents (tenant, operation_id, action, payload)
       SELECT 't1', 'op-' || g, 'bench.deliver', jsonb_build_object('n', g, 'note', repeat('x', 160))
       FROM generate_series(1, 200000) g;
       UPDATE outbox_intents SET state = 'delivered', finished_at = now() WHERE id % 2 = 0;"
-fresh_empty() {
-    psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
-    for f in migrations/postgres/*.sql; do
-        psql "$URL" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null 2>&1
-    done
-    psql "$URL" -qc "ALTER TABLE outbox_intents SET (autovacuum_enabled = false)" >/dev/null
-}
 
 echo "kept plans, claims of 200 of 100,000 pending"
-fresh_empty
+fresh manual
 psql "$URL" -q -c "$fill" -c "VACUUM ANALYZE outbox_intents" >/dev/null
 printf '  %-44s' "as shipped, generic, table analyzed:"; kept_plan "$work/claim.sql" force_generic_plan ""
 printf '  %-44s' "as shipped, custom (what ships):";     kept_plan "$work/claim.sql" force_custom_plan ""
 printf '  %-44s' "limits as literals, generic, analyzed:"; kept_plan "$work/literal.sql" force_generic_plan ""
-fresh_empty
+fresh manual
 printf '  %-44s' "literals, generic, made on the empty table:"; kept_plan "$work/literal.sql" force_generic_plan "$fill"
