@@ -13,10 +13,15 @@
 # migrations/postgres, 50,000 intents of 5 tenants, 45,000 of them delivered.
 #
 # Then, why a plan kept across executions scans the table: claims of 200 from one tenant's
-# 100,000 pending intents beside 100,000 delivered ones, with `force_generic_plan`
-# (executions 2-6 of six; the first, with cold caches, is not printed): the claim as shipped
-# with the table analyzed, the same with its limits written as literals, and that one with
-# its plan made on the empty table, then filled without an ANALYZE (autovacuum off for it).
+# 100,000 pending intents beside 100,000 delivered ones (executions 2-6 of six; the first is
+# not printed): the claim as shipped with `force_generic_plan` and the table analyzed, the
+# same with `force_custom_plan` (what ships), the claim with its limits written as literals
+# (generic, table analyzed), and that one with its plan made on the empty table, which is
+# then filled without an ANALYZE (autovacuum off for it).
+#
+# The per-action seek is measured for one tenant (t2), the claim walks all five. Any
+# database named outboxd_planning on that server is dropped, at the start and at the end.
+# Needs gawk (asort).
 set -euo pipefail
 export PGOPTIONS="-c client_min_messages=warning"
 cd "$(dirname "$0")/.."
@@ -32,7 +37,7 @@ trap 'rm -rf "$work"; psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/
 fresh() {
     psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
     for f in migrations/postgres/*.sql; do
-        psql "$URL" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null 2>&1
+        PGOPTIONS="-c client_min_messages=error" psql "$URL" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null || { echo "migration $f failed" >&2; exit 1; }
     done
     if [ "${1:-}" = manual ]; then
         psql "$URL" -qc "ALTER TABLE outbox_intents SET (autovacuum_enabled = false)" >/dev/null
@@ -58,7 +63,7 @@ params = '$1::timestamptz, $2::text[], $3::int, $4::text, $5::bigint, $7::int'
 walk = claim[:cut] + ')\nSELECT tenant, ' + params + ' FROM turns LIMIT $3'
 walk = walk.replace('$6 COLLATE', '$6::text COLLATE')
 seek = ('WITH turns AS (SELECT unnest($6::text[]) AS tenant), due AS ('
-        + claim[cut + len('), due AS ('):].replace('$8::boolean', 'true'))
+        + claim[cut + len('), due AS ('):])
 one = '''WITH due AS (
     SELECT i.id FROM outbox_intents i
     WHERE i.state = 'pending' AND i.tenant = $6 AND i.action = ANY($2) AND i.next_attempt_at <= $1
@@ -85,8 +90,9 @@ median_times() {
         for _ in $(seq 30); do
             echo "BEGIN; EXPLAIN (ANALYZE, SUMMARY, TIMING OFF, COSTS OFF) EXECUTE c(now(), '{bench.deliver}', 5, 'profile', 30000, '$3', 5, false); ROLLBACK;"
         done
-    } | psql -q "$URL" | awk '/Planning Time/ {p[np++] = $3} /Execution Time/ {e[ne++] = $3}
-        END { asort(p); asort(e); printf "planning %.3f ms, execution %.3f ms\n", p[int(np / 2) + 1], e[int(ne / 2) + 1] }'
+    } | psql -q -v ON_ERROR_STOP=1 "$URL" | gawk '/Planning Time/ {p[np++] = $3} /Execution Time/ {e[ne++] = $3}
+        END { if (np == 0 || ne == 0) { print "no timings: the statement failed"; exit 1 }
+              asort(p); asort(e); printf "planning %.3f ms, execution %.3f ms\n", p[int(np / 2) + 1], e[int(ne / 2) + 1] }'
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -107,9 +113,10 @@ kept_plan() {
         for _ in $(seq 5); do
             echo "BEGIN; EXPLAIN (ANALYZE, SUMMARY, COSTS OFF) EXECUTE c(now(), '{bench.deliver}', 200, 'profile', 30000, '', 200, false); ROLLBACK;"
         done
-    } | psql -q "$URL" | awk '/Planning Time/ {if (n++) p = p " " $3} /Execution Time/ {if (m++) e = e " " $3}
+    } | psql -q -v ON_ERROR_STOP=1 "$URL" | gawk '/Planning Time/ {if (n++) p = p " " $3} /Execution Time/ {if (m++) e = e " " $3}
         /Seq Scan on outbox_intents i_1 \(actual/ {seq++}
-        END { printf "planning%s ms; execution%s ms; executions whose UPDATE scanned the whole table (of six): %d\n", p, e, seq }'
+        END { if (m < 2) { print "no timings: the statement failed"; exit 1 }
+              printf "planning%s ms; execution%s ms; executions whose UPDATE scanned the whole table (of six): %d\n", p, e, seq }'
 }
 
 fill="INSERT INTO outbox_intents (tenant, operation_id, action, payload)
