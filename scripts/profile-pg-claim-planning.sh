@@ -78,6 +78,9 @@ one = '''WITH due AS (
 )
 SELECT id, $7::int, $8::boolean FROM claimed'''
 literal = claim.replace('LIMIT $7', 'LIMIT 200').replace('LIMIT $3', 'LIMIT 200')
+# The shipped claim has three limits (two per-tenant shares, one batch); if that changes,
+# this profile no longer measures what decision 0018 says.
+assert literal.count('LIMIT 200') == 3 and '$3' in claim and cut > 0, 'CLAIM_DUE_SQL changed shape'
 for name, text in [('claim', claim), ('walk', walk), ('seek', seek), ('one', one),
                    ('literal', literal)]:
     open(f'{work}/{name}.sql', 'w').write(text)
