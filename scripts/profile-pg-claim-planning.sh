@@ -22,9 +22,11 @@
 #
 # The per-action seek is measured for one tenant (t2), the claim walks all five. Any
 # database named outboxd_planning on that server is dropped, at the start and at the end.
-# Needs gawk (asort).
+# For a disposable server only: it needs CREATEDB, writes about 250,000 rows, and runs
+# claims of up to about a second. Needs python3 and gawk (asort). It prints the server's
+# version and the settings that change its figures first.
 set -euo pipefail
-export PGOPTIONS="-c client_min_messages=warning"
+export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 cd "$(dirname "$0")/.."
 
 ADMIN_URL="${1:-postgres://postgres@127.0.0.1:5432/postgres}"
@@ -45,6 +47,8 @@ fresh() {
     fi
 }
 
+fresh
+psql "$URL" -At -c "SELECT 'server ' || version()" -c "SELECT 'jit ' || current_setting('jit') || ', jit_above_cost ' || current_setting('jit_above_cost') || ', plan_cache_mode ' || current_setting('plan_cache_mode')"
 fresh
 psql "$URL" -q \
     -c "INSERT INTO outbox_intents (tenant, operation_id, action, payload)
