@@ -6,7 +6,9 @@
 # same shape with one piece of the schema removed, to show what each costs; and, last, two
 # storage layouts that are NOT what outboxd uses, to measure what changing it would buy: the
 # mutable dispatch state in a narrow table of its own (identity, payload and uniqueness in
-# an insert-only table), with and without a separate attempt row per delivery.
+# an insert-only table), with and without a separate attempt row per delivery. Also the
+# field checks of migration 0009 against the CHECKs before it, with small and with large
+# payloads.
 #
 #   bash scripts/profile-pg-hot-path.sh [postgres://postgres@127.0.0.1:5432/postgres]
 #
@@ -26,13 +28,21 @@ TXS=$((40000 / BATCH / CLIENTS))
 work=$(mktemp -d)
 trap 'rm -rf "$work"; psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
 
+# A new database at schema 0002 with $ROWS pending intents. Optional: the number of rows and
+# the SQL of each payload's `note` (`g` is the row number).
 fresh() {
+    local rows=${1:-$ROWS} note=${2:-"repeat('x', 160)"}
     psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
     psql "$URL" -q -f migrations/postgres/0001_outbox.sql -f migrations/postgres/0002_producer_functions.sql >/dev/null
     psql "$URL" -q -c "INSERT INTO outbox_intents (tenant, operation_id, action, payload)
         SELECT 't1', 'op-' || g, 'bench.deliver',
-               jsonb_build_object('n', g, 'amount', 1250, 'note', repeat('x', 160))
-        FROM generate_series(1, $ROWS) g" -c "VACUUM ANALYZE outbox_intents" >/dev/null
+               jsonb_build_object('n', g, 'amount', 1250, 'note', $note)
+        FROM generate_series(1, $rows) g" -c "VACUUM ANALYZE outbox_intents" >/dev/null
+}
+# Migration 0009: the field CHECKs become a trigger on writes of those fields, which the
+# dispatcher's statements never make.
+checks_when_written() {
+    psql "$URL" -q -1 -v ON_ERROR_STOP=1 -f migrations/postgres/0009_field_checks_when_written.sql >/dev/null
 }
 
 # The dispatcher's two statements (claim; outcome with the attempt row), as in claims.rs.
@@ -107,6 +117,20 @@ run "  with the earlier bounded-repetition CHECK regexes" "$work/dispatcher.sql"
 fresh
 psql "$URL" -qc "DROP INDEX outbox_intents_leases" -c "CREATE INDEX outbox_intents_leases ON outbox_intents (lease_expires_at) WHERE state = 'in_flight'" >/dev/null
 run "  with the earlier lease index (WHERE state = 'in_flight')" "$work/dispatcher.sql"
+fresh
+checks_when_written
+run "  with the field checks of migration 0009 (no CHECK on UPDATE)" "$work/dispatcher.sql"
+
+# Payloads of about 20 KB that do not compress away (stored out of line in TOAST): every
+# CHECK on UPDATE reads the payload back for `jsonb_typeof(payload)`.
+BIG_ROWS=60000
+BIG_NOTE="(SELECT string_agg(md5(g::text || k::text), '') FROM generate_series(1, 625) k)"
+echo "== payloads of about 20 KB, $BIG_ROWS rows"
+fresh $BIG_ROWS "$BIG_NOTE"
+run "dispatcher, field CHECKs (schema 0001-0008)" "$work/dispatcher.sql"
+fresh $BIG_ROWS "$BIG_NOTE"
+checks_when_written
+run "dispatcher, field checks of migration 0009" "$work/dispatcher.sql"
 
 # --- Not outboxd's layout: what a narrow dispatch-state table would buy. ----------------
 # scripts/narrow-layout.sql, with the attempts table of 0001_outbox.sql.

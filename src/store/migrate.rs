@@ -104,6 +104,15 @@ macro_rules! migrations {
                     "/0008_drop_superseded_tenant_walk_index.sql"
                 )),
             },
+            Migration {
+                version: 9,
+                name: "field_checks_when_written",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0009_field_checks_when_written.sql"
+                )),
+            },
         ]
     };
 }

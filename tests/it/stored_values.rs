@@ -2,13 +2,18 @@
 //! fields the Rust rules would refuse (here a tenant with trailing whitespace and an
 //! operation id with a tab, which pass every check the database itself makes on an
 //! `UPDATE`) is listed, claimed and delivered like any other, and neither a listing nor a
-//! claim batch fails for the rows around it.
+//! claim batch fails for the rows around it. The rules the database keeps on the fields
+//! only a producer writes still refuse a hand-written UPDATE that breaks one, by name,
+//! leaving the row as it was; on PostgreSQL they run only when a statement writes one of
+//! those fields (migration 0009), so the dispatcher's claims and outcomes never run them.
 
 use crate::support;
 
 use outboxd::intent::{IntentState, OperationId, TenantId};
+use outboxd::store::Database;
 use outboxd::store::{IntentFilter, IntentSearch, TenantScope};
-use support::harness::{exec, Harness, REFUND};
+use outboxd_testkit::{Fault, FaultRule, Matcher};
+use support::harness::{exec, scalar, try_exec, Harness, REFUND};
 use support::TestDb;
 
 const ODD_TENANT: &str = "acme ";
@@ -77,4 +82,172 @@ async fn an_odd_stored_row_does_not_fail_its_neighbours(t: &TestDb) {
     assert_eq!(found.id, b.intent_id);
 }
 
-both_backends!(an_odd_stored_row_does_not_fail_its_neighbours);
+/// Every field rule both backends keep, broken by a hand-written UPDATE: refused with the
+/// rule's name (PostgreSQL: the constraint's; SQLite: its expression), the row unchanged,
+/// and the intent then delivered as enqueued.
+async fn a_hand_update_that_breaks_a_field_rule_is_refused(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let a = h.enqueue_simple("op-a", REFUND).await;
+    let id = a.intent_id;
+    let before = h.intent(id).await;
+    let broken = [
+        (
+            "tenant = ''",
+            "outbox_intents_tenant_check",
+            "length(tenant)",
+        ),
+        (
+            "operation_id = ''",
+            "outbox_intents_operation_id_check",
+            "length(operation_id)",
+        ),
+        (
+            "action = ''",
+            "outbox_intents_action_check",
+            "length(action)",
+        ),
+        (
+            "payload_version = 0",
+            "outbox_intents_payload_version_check",
+            "payload_version",
+        ),
+        (
+            "payload = '[1]'",
+            "outbox_intents_payload_check",
+            "json_type(payload)",
+        ),
+        (
+            "payload_sha256 = 'abc'",
+            "outbox_intents_payload_sha256_check",
+            "length(payload_sha256)",
+        ),
+        (
+            "idempotency_key = ''",
+            "outbox_intents_idempotency_key_check",
+            "length(idempotency_key)",
+        ),
+        (
+            "ordering_key = ''",
+            "outbox_intents_ordering_key_check",
+            "length(ordering_key)",
+        ),
+        // Written together with a field the rules do not read.
+        (
+            "state = state, action = ''",
+            "outbox_intents_action_check",
+            "length(action)",
+        ),
+    ];
+    for (set, postgres, sqlite) in broken {
+        let err = try_exec(
+            &h.db,
+            &format!("UPDATE outbox_intents SET {set} WHERE id = {id}"),
+        )
+        .await
+        .expect_err(set);
+        let text = err.to_string();
+        let named = match h.db {
+            Database::Postgres(_) => {
+                let code = err.as_database_error().and_then(|e| e.code());
+                assert_eq!(code.as_deref(), Some("23514"), "{set}: {text}");
+                text.contains(&format!("violates check constraint \"{postgres}\""))
+            }
+            Database::Sqlite(_) => {
+                text.contains("CHECK constraint failed") && text.contains(sqlite)
+            }
+        };
+        assert!(named, "{set}: {text}");
+    }
+    if let Database::Postgres(_) = h.db {
+        // The rules PostgreSQL keeps beyond SQLite's, on the same path.
+        for set in ["action = 'two words'", "payload_sha256 = repeat('G', 64)"] {
+            let err = try_exec(
+                &h.db,
+                &format!("UPDATE outbox_intents SET {set} WHERE id = {id}"),
+            )
+            .await
+            .expect_err(set);
+            assert!(
+                err.to_string().contains("violates check constraint"),
+                "{set}: {err}"
+            );
+        }
+    }
+    let after = h.intent(id).await;
+    assert_eq!(
+        (
+            &after.tenant,
+            &after.operation_id,
+            &after.action,
+            &after.payload_sha256
+        ),
+        (
+            &before.tenant,
+            &before.operation_id,
+            &before.action,
+            &before.payload_sha256
+        ),
+        "nothing of a refused UPDATE stays"
+    );
+    h.dispatcher.drain().await.unwrap();
+    assert_eq!(h.intent(id).await.state, IntentState::Delivered);
+    assert_eq!(h.provider.effect_count(), 1);
+}
+
+both_backends!(
+    an_odd_stored_row_does_not_fail_its_neighbours,
+    a_hand_update_that_breaks_a_field_rule_is_refused
+);
+
+/// PostgreSQL: the dispatcher's claim and outcome statements never run the field rules
+/// (they set none of those fields). A row that breaks one (written with the rules' trigger
+/// switched off, as `session_replication_role = replica` would) is still claimed, retried
+/// and delivered; with the rules as CHECK constraints (schema 8) its claim was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatcher_updates_do_not_run_the_field_rules_on_postgres() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    let a = h.enqueue_simple("op-a", REFUND).await;
+    let id = a.intent_id;
+    for sql in [
+        "ALTER TABLE outbox_intents DISABLE TRIGGER outbox_intents_verify_fields".to_owned(),
+        format!("UPDATE outbox_intents SET tenant = repeat('t', 129) WHERE id = {id}"),
+        "ALTER TABLE outbox_intents ENABLE TRIGGER outbox_intents_verify_fields".to_owned(),
+    ] {
+        try_exec(&h.db, &sql).await.expect(&sql);
+    }
+    let stored = format!(
+        "SELECT count(*) FROM outbox_intents WHERE char_length(tenant) = 129 AND id = {id}"
+    );
+    assert_eq!(
+        scalar(&h.db, &stored).await,
+        1,
+        "the row breaks the tenant rule"
+    );
+    // The provider answers 503 first: the claim, a retryable outcome, a second claim and a
+    // delivered outcome all update the row.
+    h.provider.push_fault(FaultRule {
+        matcher: Matcher::Key(a.idempotency_key.clone()),
+        fault: Fault::StatusWithoutApply {
+            status: 503,
+            retry_after: None,
+        },
+        times: 1,
+    });
+    let step = h
+        .dispatcher
+        .run_once()
+        .await
+        .expect("a claim of a row that breaks a rule");
+    assert_eq!((step.claimed, step.retried), (1, 1), "{step:?}");
+    h.make_due().await;
+    h.dispatcher
+        .drain()
+        .await
+        .expect("claims and outcomes on a row that breaks a rule");
+    let row = h.intent(id).await;
+    assert_eq!(row.state, IntentState::Delivered, "{row:?}");
+    assert_eq!(row.attempt_count, 2, "{row:?}");
+}

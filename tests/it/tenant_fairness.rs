@@ -195,12 +195,27 @@ async fn collate_tenants_like_english(db: &Database) {
         );
         return;
     };
-    sqlx::query(AssertSqlSafe(format!(
-        "ALTER TABLE outbox_intents ALTER COLUMN tenant TYPE text COLLATE \"{collation}\""
-    )))
-    .execute(pool)
+    // PostgreSQL refuses to change the type of a column a trigger's column list names
+    // (migration 0009's field checks): drop the trigger, alter, re-create it as it was.
+    let trigger: String = sqlx::query_scalar(
+        "SELECT pg_get_triggerdef(oid) FROM pg_trigger \
+         WHERE tgname = 'outbox_intents_verify_fields' AND tgrelid = 'outbox_intents'::regclass",
+    )
+    .fetch_one(pool)
     .await
     .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    for sql in [
+        "DROP TRIGGER outbox_intents_verify_fields ON outbox_intents".to_owned(),
+        format!("ALTER TABLE outbox_intents ALTER COLUMN tenant TYPE text COLLATE \"{collation}\""),
+        trigger,
+    ] {
+        sqlx::query(AssertSqlSafe(sql))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
     let unlike_bytes: bool = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT 'a' COLLATE \"{collation}\" < 'B' COLLATE \"{collation}\""
     )))

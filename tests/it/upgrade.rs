@@ -4,7 +4,8 @@
 //! provider, on both backends; the dispatcher then delivers with those keys. Migration 0004
 //! (the tenant walk's index), 0005 (the bytewise walk's index, the recorded may-act-twice
 //! confirmations), 0006 (the published send window), 0007 (wake-ups that name their
-//! schema) and 0008 (the superseded tenant-walk index dropped on PostgreSQL) carry the
+//! schema), 0008 (the superseded tenant-walk index dropped on PostgreSQL) and 0009 (the
+//! field checks run only when a statement writes a field, PostgreSQL) carry the
 //! same kinds of rows forward.
 
 use crate::support;
@@ -13,7 +14,7 @@ use outboxd::intent::{default_idempotency_key, IntentId, IntentState};
 use outboxd::store::{Database, ResendApproval, Resolution, ResolutionKind, TenantScope};
 use outboxd::NewIntent;
 use serde_json::json;
-use support::harness::{exec, operation, scalar, tenant, Harness, REFUND};
+use support::harness::{exec, operation, scalar, tenant, try_exec, Harness, REFUND};
 use support::TestDb;
 
 const OPS: [&str; 4] = ["op-fresh", "op-retry", "op-inflight", "op-unknown"];
@@ -261,6 +262,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
             (6, "send_window_items_by_intent"),
             (7, "wakeups_name_their_schema"),
             (8, "drop_superseded_tenant_walk_index"),
+            (9, "field_checks_when_written"),
         ],
         "{report:?}"
     );
@@ -306,6 +308,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
             (6, "send_window_items_by_intent"),
             (7, "wakeups_name_their_schema"),
             (8, "drop_superseded_tenant_walk_index"),
+            (9, "field_checks_when_written"),
         ],
         "{report:?}"
     );
@@ -494,7 +497,8 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
         vec![
             (6, "send_window_items_by_intent"),
             (7, "wakeups_name_their_schema"),
-            (8, "drop_superseded_tenant_walk_index")
+            (8, "drop_superseded_tenant_walk_index"),
+            (9, "field_checks_when_written"),
         ],
         "{report:?}"
     );
@@ -605,7 +609,8 @@ async fn upgrade_to_0007_then_dispatch(t: TestDb) {
         report.applied,
         vec![
             (7, "wakeups_name_their_schema"),
-            (8, "drop_superseded_tenant_walk_index")
+            (8, "drop_superseded_tenant_walk_index"),
+            (9, "field_checks_when_written"),
         ],
         "{report:?}"
     );
@@ -694,7 +699,10 @@ async fn upgrade_to_0008_then_dispatch(t: TestDb) {
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(8, "drop_superseded_tenant_walk_index")],
+        vec![
+            (8, "drop_superseded_tenant_walk_index"),
+            (9, "field_checks_when_written"),
+        ],
         "{report:?}"
     );
     assert_eq!(
@@ -768,7 +776,76 @@ async fn upgrade_to_0008_gives_up_behind_a_long_transaction_on_postgres() {
             .expect("applies once the reader is gone");
     assert_eq!(
         report.applied,
-        vec![(8, "drop_superseded_tenant_walk_index")]
+        vec![
+            (8, "drop_superseded_tenant_walk_index"),
+            (9, "field_checks_when_written"),
+        ]
     );
     assert_eq!(index_count(&t.db, "outbox_intents_due_by_tenant").await, 0);
+}
+
+/// How many CHECK constraints `outbox_intents` has on PostgreSQL.
+async fn intent_check_count(db: &Database) -> i64 {
+    scalar(
+        db,
+        "SELECT count(*) FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid \
+         WHERE r.relname = 'outbox_intents' AND r.relnamespace = current_schema()::regnamespace \
+           AND c.contype = 'c'",
+    )
+    .await
+}
+
+/// Schema 8 → 9 with pending, in-flight and unknown intents: on PostgreSQL the eight field
+/// CHECKs become the `UPDATE OF` trigger (the state, lease and open-attempt checks stay);
+/// a hand-written UPDATE that breaks a field rule is still refused by name; on SQLite
+/// nothing changes. The rows carry over and the dispatcher delivers the pending and
+/// taken-over intents and leaves the unknown one alone.
+async fn upgrade_to_0009_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let [fresh, other, inflight, unknown] = record_at_schema_3(&h).await;
+    if let Database::Postgres(_) = h.db {
+        assert_eq!(intent_check_count(&h.db).await, 11, "schema 8's CHECKs");
+    }
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![(9, "field_checks_when_written")],
+        "{report:?}"
+    );
+    assert_eq!(
+        scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+        4,
+        "every row carried over"
+    );
+    if let Database::Postgres(_) = h.db {
+        assert_eq!(
+            intent_check_count(&h.db).await,
+            3,
+            "state, lease and open attempt"
+        );
+    }
+    let bad = format!("UPDATE outbox_intents SET action = '' WHERE id = {fresh}");
+    let err = try_exec(&h.db, &bad)
+        .await
+        .expect_err("an empty action is refused after the upgrade");
+    let named = match h.db {
+        Database::Postgres(_) => "outbox_intents_action_check",
+        Database::Sqlite(_) => "CHECK constraint failed",
+    };
+    assert!(err.to_string().contains(named), "{err}");
+    dispatch_after_upgrade(&h, [fresh, other, inflight, unknown]).await;
+    assert_eq!(h.provider.effect_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0009_on_sqlite() {
+    upgrade_to_0009_then_dispatch(TestDb::sqlite_at(8).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0009_on_postgres() {
+    let Some(t) = TestDb::postgres_at(8).await else {
+        return;
+    };
+    upgrade_to_0009_then_dispatch(t).await;
 }

@@ -203,17 +203,25 @@ pub async fn enqueue_all_committed(db: &Database, intents: Vec<NewIntent>) {
 
 /// Runs backend-specific SQL.
 pub async fn exec(db: &Database, sqlite: &str, postgres: &str) {
+    let sql = match db {
+        Database::Postgres(_) => postgres,
+        Database::Sqlite(_) => sqlite,
+    };
+    try_exec(db, sql).await.expect("exec");
+}
+
+/// Runs one statement, written alike for both backends, returning its error.
+pub async fn try_exec(db: &Database, sql: &str) -> Result<(), sqlx::Error> {
     match db {
-        Database::Postgres(pool) => sqlx::query(AssertSqlSafe(postgres))
+        Database::Postgres(pool) => sqlx::query(AssertSqlSafe(sql))
             .execute(pool)
             .await
             .map(|_| ()),
-        Database::Sqlite(pool) => sqlx::query(AssertSqlSafe(sqlite))
+        Database::Sqlite(pool) => sqlx::query(AssertSqlSafe(sql))
             .execute(pool)
             .await
             .map(|_| ()),
     }
-    .expect("exec");
 }
 
 /// A count query.
