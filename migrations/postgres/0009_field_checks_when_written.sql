@@ -10,43 +10,65 @@
 -- TOAST storage and decompresses it when it is large. SQLite already skips a CHECK whose
 -- columns an UPDATE does not set (its 0009 changes nothing).
 --
--- The rules are the same, word for word, as the constraints they replace, and a row that
--- breaks one is refused with the same error: SQLSTATE 23514 (check_violation), the
--- constraint's name, and PostgreSQL's own message. They are checked by a BEFORE row
+-- The rules are the same, word for word, as the constraints they replace. A row that
+-- breaks one is refused with SQLSTATE 23514 (check_violation), the constraint's name as
+-- its constraint field and PostgreSQL's own message (no DETAIL line, which quoted the
+-- whole row). The rules are tried in the constraints' name order, as PostgreSQL tries
+-- CHECKs, so a row that breaks several names the same one; a NULL in a NOT NULL field is
+-- left to the NOT NULL constraint (23502), as before. They are checked by a BEFORE row
 -- trigger on INSERT, after `outbox_intents_fill_defaults` (triggers of the same kind fire
 -- in name order) has derived the digest and the key, and on an UPDATE that names one of
--- these columns in its SET list (`UPDATE OF`). A BEFORE UPDATE trigger of your own that
--- fires later and rewrites one of these fields is not checked again.
+-- these columns in its SET list (`UPDATE OF`). The function runs with its own
+-- search_path, so functions or operators of the caller's schemas cannot stand in for
+-- the built-ins the rules use.
 --
--- No rows change: every stored row already satisfies the rules. `ALTER TABLE ... DROP
--- CONSTRAINT` takes the table's strongest lock for a moment, so, as in 0008, the migration
--- waits at most 10 s for it and then fails changing nothing; run it again when no long
--- transaction holds the table.
+-- What the CHECKs covered and the trigger does not (each needs the table's owner or a
+-- superuser): a BEFORE trigger of your own that rewrites one of these fields after this
+-- one has run (it sorts later, or the UPDATE does not name the field); sessions with
+-- `session_replication_role = replica`, which fire no triggers; and tables that INHERIT
+-- outbox_intents (triggers are not inherited).
+--
+-- No rows change: every stored row already satisfies the rules. The migration takes the
+-- table's strongest lock first, before anything else, so it waits at most 10 s in all
+-- for transactions that hold the table and then fails changing nothing (run it again when
+-- no long transaction holds the table); and a producer transaction that read the outbox
+-- before the migration started and writes to it while the migration waits goes first,
+-- instead of deadlocking with a migration that already held a weaker lock.
 SET LOCAL lock_timeout = '10s';
+LOCK TABLE outbox_intents IN ACCESS EXCLUSIVE MODE;
 
-CREATE FUNCTION outbox_intents_check_fields() RETURNS trigger LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION outbox_intents_check_fields() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     broken text;
 BEGIN
-    -- A rule whose expression is NULL holds, as a CHECK's does.
+    -- A NULL in a NOT NULL field: the NOT NULL constraint refuses the row after the
+    -- BEFORE triggers, with its own SQLSTATE.
+    IF NEW.tenant IS NULL OR NEW.operation_id IS NULL OR NEW.action IS NULL
+       OR NEW.payload_version IS NULL OR NEW.payload IS NULL OR NEW.payload_sha256 IS NULL
+       OR NEW.idempotency_key IS NULL THEN
+        RETURN NEW;
+    END IF;
+    -- In the constraints' name order; a rule whose expression is NULL holds, as a
+    -- CHECK's does.
     broken := CASE
-        WHEN NOT (char_length(NEW.tenant) BETWEEN 1 AND 128)
-            THEN 'outbox_intents_tenant_check'
-        WHEN NOT (char_length(NEW.operation_id) BETWEEN 1 AND 200)
-            THEN 'outbox_intents_operation_id_check'
         WHEN NOT (char_length(NEW.action) BETWEEN 1 AND 128
                   AND NEW.action ~ '^[A-Za-z0-9_.:-]+$')
             THEN 'outbox_intents_action_check'
-        WHEN NOT (NEW.payload_version BETWEEN 1 AND 1000000)
-            THEN 'outbox_intents_payload_version_check'
+        WHEN NOT (char_length(NEW.idempotency_key) BETWEEN 1 AND 255)
+            THEN 'outbox_intents_idempotency_key_check'
+        WHEN NOT (char_length(NEW.operation_id) BETWEEN 1 AND 200)
+            THEN 'outbox_intents_operation_id_check'
+        WHEN NOT (char_length(NEW.ordering_key) BETWEEN 1 AND 255)
+            THEN 'outbox_intents_ordering_key_check'
         WHEN NOT (jsonb_typeof(NEW.payload) = 'object')
             THEN 'outbox_intents_payload_check'
         WHEN NOT (char_length(NEW.payload_sha256) = 64 AND NEW.payload_sha256 ~ '^[0-9a-f]+$')
             THEN 'outbox_intents_payload_sha256_check'
-        WHEN NOT (char_length(NEW.idempotency_key) BETWEEN 1 AND 255)
-            THEN 'outbox_intents_idempotency_key_check'
-        WHEN NOT (char_length(NEW.ordering_key) BETWEEN 1 AND 255)
-            THEN 'outbox_intents_ordering_key_check'
+        WHEN NOT (NEW.payload_version BETWEEN 1 AND 1000000)
+            THEN 'outbox_intents_payload_version_check'
+        WHEN NOT (char_length(NEW.tenant) BETWEEN 1 AND 128)
+            THEN 'outbox_intents_tenant_check'
     END;
     IF broken IS NOT NULL THEN
         RAISE EXCEPTION 'new row for relation "%" violates check constraint "%"', TG_TABLE_NAME, broken

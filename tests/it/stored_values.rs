@@ -13,6 +13,7 @@ use outboxd::intent::{IntentState, OperationId, TenantId};
 use outboxd::store::Database;
 use outboxd::store::{IntentFilter, IntentSearch, TenantScope};
 use outboxd_testkit::{Fault, FaultRule, Matcher};
+use sqlx::AssertSqlSafe;
 use support::harness::{exec, scalar, try_exec, Harness, REFUND};
 use support::TestDb;
 
@@ -250,4 +251,139 @@ async fn dispatcher_updates_do_not_run_the_field_rules_on_postgres() {
     let row = h.intent(id).await;
     assert_eq!(row.state, IntentState::Delivered, "{row:?}");
     assert_eq!(row.attempt_count, 2, "{row:?}");
+}
+
+/// Runs `statements` in one transaction on one PostgreSQL connection and returns the
+/// error of the last one; the transaction is rolled back.
+async fn refusal_in_one_transaction(db: &Database, statements: &[String]) -> sqlx::Error {
+    let Database::Postgres(pool) = db else {
+        unreachable!("a PostgreSQL test database")
+    };
+    let mut tx = pool.begin().await.unwrap();
+    let (last, setup) = statements.split_last().expect("a statement");
+    for sql in setup {
+        sqlx::query(AssertSqlSafe(sql.as_str()))
+            .execute(&mut *tx)
+            .await
+            .expect(sql);
+    }
+    let err = sqlx::query(AssertSqlSafe(last.as_str()))
+        .execute(&mut *tx)
+        .await
+        .expect_err(last);
+    tx.rollback().await.ok();
+    err
+}
+
+fn sqlstate_and_constraint(err: &sqlx::Error) -> (Option<String>, Option<String>) {
+    let db = err.as_database_error();
+    (
+        db.and_then(|e| e.code()).map(|c| c.into_owned()),
+        db.and_then(|e| e.constraint()).map(str::to_owned),
+    )
+}
+
+/// PostgreSQL: the field rules are not fooled by functions or operators of the caller's
+/// schemas standing in for the built-ins they use (a CHECK is bound to the built-ins when
+/// it is created; the rules' function pins its own search_path); a row that breaks
+/// several rules names the one PostgreSQL's CHECKs named (their name order); a NULL in a
+/// NOT NULL field is refused by the NOT NULL constraint, as before; and a BEFORE INSERT
+/// trigger of one's own that fires between outboxd's two cannot store a broken field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_field_rules_report_as_the_checks_did_on_postgres() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    let id = h.enqueue_simple("op-a", REFUND).await.intent_id;
+    let schema: String = match &h.db {
+        Database::Postgres(pool) => sqlx::query_scalar("SELECT current_schema()::text")
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+        Database::Sqlite(_) => unreachable!(),
+    };
+    let shadow = format!("{schema}_shadow");
+    let shadowed = [
+        format!("CREATE SCHEMA \"{shadow}\""),
+        format!(
+            "CREATE FUNCTION \"{shadow}\".jsonb_typeof(jsonb) RETURNS text \
+             LANGUAGE sql AS $$SELECT 'object'::text$$"
+        ),
+        format!(
+            "CREATE FUNCTION \"{shadow}\".char_length(text) RETURNS integer \
+             LANGUAGE sql AS $$SELECT 64$$"
+        ),
+        format!(
+            "CREATE FUNCTION \"{shadow}\".always(text, text) RETURNS boolean \
+             LANGUAGE sql AS $$SELECT true$$"
+        ),
+        format!(
+            "CREATE OPERATOR \"{shadow}\".~ (LEFTARG = text, RIGHTARG = text, \
+             FUNCTION = \"{shadow}\".always)"
+        ),
+        format!("SET LOCAL search_path = \"{shadow}\", pg_catalog, \"{schema}\""),
+    ];
+    for (set, rule) in [
+        ("payload = '[]'", "outbox_intents_payload_check"),
+        ("tenant = repeat('t', 500)", "outbox_intents_tenant_check"),
+        ("action = 'two words'", "outbox_intents_action_check"),
+        (
+            "payload_sha256 = repeat('G', 64)",
+            "outbox_intents_payload_sha256_check",
+        ),
+    ] {
+        let mut statements = shadowed.to_vec();
+        statements.push(format!("UPDATE outbox_intents SET {set} WHERE id = {id}"));
+        let err = refusal_in_one_transaction(&h.db, &statements).await;
+        assert_eq!(
+            sqlstate_and_constraint(&err),
+            (Some("23514".to_owned()), Some(rule.to_owned())),
+            "{set} with shadowed built-ins: {err}"
+        );
+    }
+    for (set, code, rule) in [
+        (
+            "tenant = '', action = 'bad action!', payload = '[]'",
+            "23514",
+            Some("outbox_intents_action_check"),
+        ),
+        (
+            "tenant = '', payload_version = 0",
+            "23514",
+            Some("outbox_intents_payload_version_check"),
+        ),
+        ("tenant = NULL, payload = '[]'", "23502", None),
+    ] {
+        let statements = [format!("UPDATE outbox_intents SET {set} WHERE id = {id}")];
+        let err = refusal_in_one_transaction(&h.db, &statements).await;
+        let (got_code, got_rule) = sqlstate_and_constraint(&err);
+        assert_eq!(got_code.as_deref(), Some(code), "{set}: {err}");
+        if let Some(rule) = rule {
+            assert_eq!(got_rule.as_deref(), Some(rule), "{set}: {err}");
+        }
+    }
+    let between = [
+        "CREATE FUNCTION pg_temp.rewrite_action() RETURNS trigger LANGUAGE plpgsql AS \
+         $$BEGIN NEW.action := 'has space'; RETURN NEW; END$$"
+            .to_owned(),
+        "CREATE TRIGGER outbox_intents_g_rewrite BEFORE INSERT ON outbox_intents \
+         FOR EACH ROW EXECUTE FUNCTION pg_temp.rewrite_action()"
+            .to_owned(),
+        "SELECT * FROM outbox_enqueue('acme', 'op-between', 'issue_refund', '{}')".to_owned(),
+    ];
+    let err = refusal_in_one_transaction(&h.db, &between).await;
+    assert_eq!(
+        sqlstate_and_constraint(&err),
+        (
+            Some("23514".to_owned()),
+            Some("outbox_intents_action_check".to_owned())
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+        1,
+        "nothing refused stays"
+    );
 }

@@ -849,3 +849,56 @@ async fn upgrade_to_0009_on_postgres() {
     };
     upgrade_to_0009_then_dispatch(t).await;
 }
+
+/// Migration 0009 takes the table's strongest lock before anything else: a producer's
+/// transaction that read the outbox before the migration started and enqueues while the
+/// migration waits for it commits, and the migration applies once it has. (Taking a
+/// weaker lock first, for its `CREATE TRIGGER`, then the strongest for its `DROP
+/// CONSTRAINT`, deadlocked with such a transaction and rolled it back.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0009_lets_a_waiting_producer_commit_on_postgres() {
+    let Some(t) = TestDb::postgres_at(8).await else {
+        return;
+    };
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!("a PostgreSQL test database")
+    };
+    let mut producer = pool.begin().await.unwrap();
+    sqlx::query("SELECT count(*) FROM outbox_intents")
+        .execute(&mut *producer)
+        .await
+        .unwrap();
+    let db = t.db.clone();
+    let migration = tokio::spawn(async move { db.migrate().await });
+    let waiting = "SELECT count(*) FROM pg_locks \
+                   WHERE relation = 'outbox_intents'::regclass AND NOT granted";
+    // Other tests' migrations in this database go first (one advisory lock serialises
+    // them all), and one of them waits out a 10 s lock timeout.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while scalar(&t.db, waiting).await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the migration waits for the producer's lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    sqlx::query("SELECT * FROM outbox_enqueue('acme', 'op-during', 'issue_refund', '{}')")
+        .execute(&mut *producer)
+        .await
+        .expect("the producer's enqueue goes ahead of the waiting migration");
+    producer.commit().await.expect("the producer commits");
+    let report = migration
+        .await
+        .unwrap()
+        .expect("the migration applies after the producer");
+    assert_eq!(report.applied, vec![(9, "field_checks_when_written")]);
+    assert_eq!(
+        scalar(
+            &t.db,
+            "SELECT count(*) FROM outbox_intents WHERE operation_id = 'op-during'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(intent_check_count(&t.db).await, 3);
+}
