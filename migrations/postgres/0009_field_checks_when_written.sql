@@ -14,7 +14,8 @@
 -- breaks one is refused with SQLSTATE 23514 (check_violation), the constraint's name as
 -- its constraint field and PostgreSQL's own message (no DETAIL line, which quoted the
 -- whole row). The rules are tried in the constraints' name order, as PostgreSQL tries
--- CHECKs, so a row that breaks several names the same one; a NULL in a NOT NULL field is
+-- CHECKs, so a row that breaks several names the same one (but a field rule now comes
+-- ahead of the state, lease and open-attempt CHECKs, which stay); a NULL in a NOT NULL field is
 -- left to the NOT NULL constraint (23502), as before. They are checked by a BEFORE row
 -- trigger on INSERT, after `outbox_intents_fill_defaults` (triggers of the same kind fire
 -- in name order) has derived the digest and the key, and on an UPDATE that names one of
@@ -22,8 +23,9 @@
 -- search_path, so functions or operators of the caller's schemas cannot stand in for
 -- the built-ins the rules use.
 --
--- What the CHECKs covered and the trigger does not (each needs the table's owner or a
--- superuser): a BEFORE trigger of your own that rewrites one of these fields after this
+-- What the CHECKs covered and the trigger does not (each needs the table's owner, a
+-- superuser, or a privilege granted for it: TRIGGER on the table, SET on
+-- session_replication_role): a BEFORE trigger of your own that rewrites one of these fields after this
 -- one has run (it sorts later, or the UPDATE does not name the field); sessions with
 -- `session_replication_role = replica`, which fire no triggers; and tables that INHERIT
 -- outbox_intents (triggers are not inherited).
