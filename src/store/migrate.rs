@@ -113,6 +113,15 @@ macro_rules! migrations {
                     "/0009_field_checks_when_written.sql"
                 )),
             },
+            Migration {
+                version: 10,
+                name: "cheaper_producer_functions",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0010_cheaper_producer_functions.sql"
+                )),
+            },
         ]
     };
 }

@@ -4,9 +4,9 @@
 //! provider, on both backends; the dispatcher then delivers with those keys. Migration 0004
 //! (the tenant walk's index), 0005 (the bytewise walk's index, the recorded may-act-twice
 //! confirmations), 0006 (the published send window), 0007 (wake-ups that name their
-//! schema), 0008 (the superseded tenant-walk index dropped on PostgreSQL) and 0009 (the
-//! field checks run only when a statement writes a field, PostgreSQL) carry the
-//! same kinds of rows forward.
+//! schema), 0008 (the superseded tenant-walk index dropped on PostgreSQL), 0009 (the
+//! field checks run only when a statement writes a field, PostgreSQL) and 0010 (cheaper
+//! producer functions, PostgreSQL) carry the same kinds of rows forward.
 
 use crate::support;
 
@@ -263,6 +263,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
             (7, "wakeups_name_their_schema"),
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
+            (10, "cheaper_producer_functions"),
         ],
         "{report:?}"
     );
@@ -309,6 +310,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
             (7, "wakeups_name_their_schema"),
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
+            (10, "cheaper_producer_functions"),
         ],
         "{report:?}"
     );
@@ -499,6 +501,7 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
             (7, "wakeups_name_their_schema"),
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
+            (10, "cheaper_producer_functions"),
         ],
         "{report:?}"
     );
@@ -611,6 +614,7 @@ async fn upgrade_to_0007_then_dispatch(t: TestDb) {
             (7, "wakeups_name_their_schema"),
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
+            (10, "cheaper_producer_functions"),
         ],
         "{report:?}"
     );
@@ -702,6 +706,7 @@ async fn upgrade_to_0008_then_dispatch(t: TestDb) {
         vec![
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
+            (10, "cheaper_producer_functions"),
         ],
         "{report:?}"
     );
@@ -779,6 +784,7 @@ async fn upgrade_to_0008_gives_up_behind_a_long_transaction_on_postgres() {
         vec![
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
+            (10, "cheaper_producer_functions"),
         ]
     );
     assert_eq!(index_count(&t.db, "outbox_intents_due_by_tenant").await, 0);
@@ -809,7 +815,10 @@ async fn upgrade_to_0009_then_dispatch(t: TestDb) {
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(9, "field_checks_when_written")],
+        vec![
+            (9, "field_checks_when_written"),
+            (10, "cheaper_producer_functions")
+        ],
         "{report:?}"
     );
     assert_eq!(
@@ -891,7 +900,13 @@ async fn upgrade_to_0009_lets_a_waiting_producer_commit_on_postgres() {
         .await
         .unwrap()
         .expect("the migration applies after the producer");
-    assert_eq!(report.applied, vec![(9, "field_checks_when_written")]);
+    assert_eq!(
+        report.applied,
+        vec![
+            (9, "field_checks_when_written"),
+            (10, "cheaper_producer_functions")
+        ]
+    );
     assert_eq!(
         scalar(
             &t.db,
@@ -901,4 +916,262 @@ async fn upgrade_to_0009_lets_a_waiting_producer_commit_on_postgres() {
         1
     );
     assert_eq!(intent_check_count(&t.db).await, 3);
+}
+
+/// The producer functions 0010 replaces, with their privileges and settings, as
+/// `proname|language|security definer|search_path setting|ACL` (PostgreSQL).
+async fn producer_functions(db: &Database) -> Vec<String> {
+    let Database::Postgres(pool) = db else {
+        unreachable!("a PostgreSQL test database")
+    };
+    sqlx::query_scalar(
+        "SELECT p.proname || '|' || l.lanname || '|' || p.prosecdef || '|' \
+                || coalesce(array_to_string(p.proconfig, ';'), '') || '|' \
+                || coalesce(p.proacl::text, 'default') \
+           FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang \
+          WHERE p.pronamespace = current_schema()::regnamespace \
+            AND p.proname IN ('outbox_default_idempotency_key', 'outbox_wire_idempotency_key', \
+                              'outbox_enqueue') \
+          ORDER BY p.proname",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Keys the two key functions derive, for a few inputs (PostgreSQL).
+async fn derived_keys(db: &Database) -> Vec<String> {
+    let Database::Postgres(pool) = db else {
+        unreachable!("a PostgreSQL test database")
+    };
+    sqlx::query_scalar(
+        "SELECT outbox_default_idempotency_key(t, 'op-' || i, 'issue_refund') || ' ' \
+                || outbox_wire_idempotency_key(t, 'key ' || i) \
+           FROM generate_series(1, 20) AS i, unnest(ARRAY['acme', 'tenant é']) AS t \
+          ORDER BY t, i",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Enqueues `intent` in its own transaction, committed when it succeeds.
+async fn try_enqueue(
+    db: &Database,
+    intent: NewIntent,
+) -> Result<outboxd::Enqueued, outboxd::EnqueueError> {
+    match db {
+        Database::Postgres(pool) => {
+            let mut tx = pool.begin().await.unwrap();
+            let r = outboxd::enqueue(&mut tx, intent).await?;
+            tx.commit().await.unwrap();
+            Ok(r)
+        }
+        Database::Sqlite(pool) => {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+            let r = outboxd::enqueue(&mut tx, intent).await?;
+            tx.commit().await.unwrap();
+            Ok(r)
+        }
+    }
+}
+
+/// Schema 9 → 10 with pending, in-flight and unknown intents and two receipts issued by
+/// the old functions (one with the derived key, one with the producer's own): on
+/// PostgreSQL the three rewritten functions keep their privileges (revoked from PUBLIC
+/// here, as a locked-down install has them), the wire key function stays SECURITY DEFINER
+/// with its search_path pinned, and both key functions derive the keys they derived
+/// before; replaying an old receipt answers it unchanged, a different payload for it is a
+/// conflict, and invalid calls of `outbox_enqueue` are refused with the messages they got
+/// before. On SQLite nothing changes. The dispatcher then delivers each pending intent
+/// once under its key and leaves the unknown one alone.
+async fn upgrade_to_0010_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let ids = record_at_schema_3(&h).await;
+    let derived = NewIntent::new(
+        "acme",
+        "s9-derived",
+        REFUND,
+        json!({"a": [1, 2.50, {"b": null}]}),
+    );
+    let own = NewIntent::new("globex", "s9-own", REFUND, json!({"amount": 7}))
+        .with_idempotency_key("producer key 1");
+    let derived_before = h.enqueue(derived.clone()).await;
+    let own_before = h.enqueue(own.clone()).await;
+    let postgres = matches!(h.db, Database::Postgres(_));
+    let (functions_before, keys_before) = if postgres {
+        for f in [
+            "outbox_default_idempotency_key(text, text, text)",
+            "outbox_wire_idempotency_key(text, text)",
+            "outbox_enqueue(text, text, text, jsonb, integer, text, text, timestamptz, timestamptz)",
+        ] {
+            try_exec(&h.db, &format!("REVOKE ALL ON FUNCTION {f} FROM PUBLIC"))
+                .await
+                .unwrap();
+        }
+        (producer_functions(&h.db).await, derived_keys(&h.db).await)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![(10, "cheaper_producer_functions")],
+        "{report:?}"
+    );
+    assert_eq!(
+        scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+        6
+    );
+    if postgres {
+        let after = producer_functions(&h.db).await;
+        assert_eq!(after.len(), 3, "{after:?}");
+        for (before, after) in functions_before.iter().zip(&after) {
+            let acl = |row: &str| row.rsplit('|').next().unwrap().to_string();
+            assert_eq!(
+                acl(before),
+                acl(after),
+                "privileges kept: {before} → {after}"
+            );
+            let public = acl(after)
+                .trim_matches(['{', '}'])
+                .split(',')
+                .any(|entry| entry.starts_with('='));
+            assert!(
+                acl(after) != "default" && !public,
+                "still revoked from PUBLIC: {after}"
+            );
+        }
+        assert!(
+            after[0].starts_with("outbox_default_idempotency_key|plpgsql|false|"),
+            "{after:?}"
+        );
+        assert!(
+            after[2].starts_with("outbox_wire_idempotency_key|plpgsql|true|search_path="),
+            "{after:?}"
+        );
+        assert!(after[2].contains(", pg_temp|"), "{after:?}");
+        assert_eq!(
+            derived_keys(&h.db).await,
+            keys_before,
+            "the same keys after 0010"
+        );
+    }
+
+    for (intent, before) in [(derived, &derived_before), (own, &own_before)] {
+        let again = h.enqueue(intent.clone()).await;
+        assert!(again.replayed, "{again:?}");
+        assert_eq!(
+            (again.intent_id, &again.idempotency_key),
+            (before.intent_id, &before.idempotency_key)
+        );
+        let changed = NewIntent::new(
+            intent.tenant.as_str(),
+            intent.operation_id.as_str(),
+            REFUND,
+            json!({"changed": true}),
+        );
+        let err = try_enqueue(&h.db, changed)
+            .await
+            .expect_err("a different payload");
+        assert!(
+            matches!(err, outboxd::EnqueueError::Conflict { .. }),
+            "{err}"
+        );
+    }
+    let fresh_after = h
+        .enqueue(NewIntent::new("acme", "s10-new", REFUND, json!({"n": 1})))
+        .await;
+    assert!(!fresh_after.replayed);
+    assert_eq!(
+        fresh_after.idempotency_key,
+        outboxd::wire_key::wire_idempotency_key(
+            &key_secret(&h.db).await,
+            &tenant("acme"),
+            &default_idempotency_key(
+                &tenant("acme"),
+                &operation("s10-new"),
+                &outboxd::intent::ActionName::parse(REFUND).unwrap()
+            ),
+        )
+        .as_str()
+    );
+    if postgres {
+        for (sql, expected) in [
+            (
+                "SELECT * FROM outbox_enqueue('acme', 'op-x', 'bad action', '{}')",
+                "invalid action",
+            ),
+            (
+                "SELECT * FROM outbox_enqueue('', 'op-x', 'a', NULL)",
+                "invalid tenant",
+            ),
+            (
+                "SELECT * FROM outbox_enqueue('acme', 'op-x', 'a', NULL)",
+                "invalid payload: must be a JSON object, got null",
+            ),
+            (
+                "SELECT * FROM outbox_enqueue('acme', 'op-x', 'a', '[1]')",
+                "invalid payload",
+            ),
+            (
+                "SELECT * FROM outbox_enqueue('acme', 'op-x', 'a', '{}', 0)",
+                "invalid payload_version",
+            ),
+            (
+                "SELECT * FROM outbox_enqueue('acme', 's9-derived', 'a b', '{}')",
+                "invalid action",
+            ),
+        ] {
+            let err = try_exec(&h.db, sql).await.expect_err(sql);
+            assert!(err.to_string().contains(expected), "{sql}: {err}");
+            let code = err
+                .as_database_error()
+                .and_then(|e| e.code())
+                .map(|c| c.to_string());
+            assert_eq!(code.as_deref(), Some("22023"), "{sql}: {err}");
+        }
+        assert_eq!(
+            scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+            7
+        );
+    }
+
+    dispatch_after_upgrade(&h, ids).await;
+    assert_eq!(
+        h.provider.effect_count(),
+        6,
+        "three old pending, two receipts, one new"
+    );
+}
+
+/// The installation's key secret.
+async fn key_secret(db: &Database) -> outboxd::wire_key::KeySecret {
+    let hex: String = match db {
+        Database::Postgres(pool) => {
+            sqlx::query_scalar("SELECT key_secret FROM outboxd_installation")
+                .fetch_one(pool)
+                .await
+                .unwrap()
+        }
+        Database::Sqlite(pool) => sqlx::query_scalar("SELECT key_secret FROM outboxd_installation")
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+    };
+    outboxd::wire_key::KeySecret::from_hex(&hex).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0010_on_sqlite() {
+    upgrade_to_0010_then_dispatch(TestDb::sqlite_at(9).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0010_on_postgres() {
+    let Some(t) = TestDb::postgres_at(9).await else {
+        return;
+    };
+    upgrade_to_0010_then_dispatch(t).await;
 }
