@@ -1,7 +1,8 @@
--- 0010, contract (the previous binary runs unchanged on this schema): three of the functions
--- every producer's INSERT runs cost less. Each returns exactly what it returned before (the
--- digests and keys that tests/digest_vectors.rs pins), raises the same errors, and keeps
--- its name, signature, owner and privileges (CREATE OR REPLACE).
+-- 0010, contract (the previous binary runs unchanged on this schema): the functions that
+-- derive a new intent's digest and keys cost less, and the two built-ins they call that a
+-- function planted in this schema could outbid are called by their pg_catalog names. Each returns exactly what it returned before (the
+-- digests and keys that tests/it/digest_vectors.rs pins), raises the same errors, and
+-- keeps its name, signature, owner and privileges (CREATE OR REPLACE).
 --
 -- * `outbox_default_idempotency_key` is PL/pgSQL instead of SQL: a SQL-language function
 --   called from PL/pgSQL is parsed and set up again on every call; a PL/pgSQL one keeps
@@ -10,13 +11,15 @@
 --   loop of 128 single-byte updates. It stays SECURITY DEFINER with its search_path pinned
 --   to this schema (CREATE OR REPLACE resets a function's SET clauses, so the DO block
 --   below pins it again, as 0003 did).
--- * `outbox_enqueue` no longer checks the fields itself before calling
---   `outbox_enqueue_prehashed`: every path it takes checks them there (the tombstone
---   path) or in the INSERT's BEFORE trigger, which runs before ON CONFLICT looks for an
---   existing row. A NULL payload is still refused first with the same message. What a
---   caller can see: an invalid call now uses up a value of the intents' id sequence (ids
---   had gaps already: a rolled-back enqueue leaves one), and the error's CONTEXT lines
---   name the trigger instead of `outbox_enqueue`; the message and SQLSTATE are the same.
+-- * These two, `outbox_payload_sha256` and `outbox_canonical_json` call `convert_to` and
+--   `to_jsonb` as `pg_catalog.convert_to` and `pg_catalog.to_jsonb`. They run inside the
+--   SECURITY DEFINER INSERT trigger, whose search_path is this schema; PostgreSQL prefers
+--   a function whose parameter types match the call more closely wherever it sits on the
+--   path, so a `convert_to(text, text)` or a `to_jsonb(text)` created in this schema by a
+--   role that may create objects there (on PostgreSQL 14 and older every role may, in
+--   `public`) ran with the rights of these functions' owner on every INSERT. Every other
+--   built-in they call has a parameter list that a function of this schema can only
+--   repeat exactly, and then the built-in wins (pg_catalog is searched first).
 --
 -- No table or row changes, and no table lock is taken: callers that are running keep the
 -- definition they started with and pick the new one up on their next call.
@@ -25,10 +28,10 @@ CREATE OR REPLACE FUNCTION outbox_default_idempotency_key(p_tenant text, p_opera
 RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 BEGIN
     RETURN 'obx1_' || encode(sha256(
-        convert_to('outboxd.idempotency.v1', 'UTF8') || '\x00'::bytea
-        || convert_to(p_tenant, 'UTF8') || '\x00'::bytea
-        || convert_to(p_operation_id, 'UTF8') || '\x00'::bytea
-        || convert_to(p_action, 'UTF8')), 'hex');
+        pg_catalog.convert_to('outboxd.idempotency.v1', 'UTF8') || '\x00'::bytea
+        || pg_catalog.convert_to(p_tenant, 'UTF8') || '\x00'::bytea
+        || pg_catalog.convert_to(p_operation_id, 'UTF8') || '\x00'::bytea
+        || pg_catalog.convert_to(p_action, 'UTF8')), 'hex');
 END
 $fn$;
 
@@ -57,30 +60,59 @@ BEGIN
         || lpad(to_hex(('x' || substr(secret, 33, 16))::bit(64)::bigint # 6655295901103053916), 16, '0')
         || lpad(to_hex(('x' || substr(secret, 49, 16))::bit(64)::bigint # 6655295901103053916), 16, '0')
         || repeat('5c', 32), 'hex');  -- 6655295901103053916 = 0x5c5c5c5c5c5c5c5c
-    message := convert_to('outboxd.wire-key.v2', 'UTF8') || '\x00'::bytea
-        || convert_to(p_tenant, 'UTF8') || '\x00'::bytea || convert_to(p_key, 'UTF8');
+    message := pg_catalog.convert_to('outboxd.wire-key.v2', 'UTF8') || '\x00'::bytea
+        || pg_catalog.convert_to(p_tenant, 'UTF8') || '\x00'::bytea
+        || pg_catalog.convert_to(p_key, 'UTF8');
     RETURN 'obx2_' || encode(sha256(outer_pad || sha256(inner_pad || message)), 'hex');
 END
 $fn$;
 
-CREATE OR REPLACE FUNCTION outbox_enqueue(
-    p_tenant text, p_operation_id text, p_action text, p_payload jsonb,
-    p_payload_version integer DEFAULT 1, p_idempotency_key text DEFAULT NULL,
-    p_ordering_key text DEFAULT NULL, p_not_before timestamptz DEFAULT NULL,
-    p_deadline timestamptz DEFAULT NULL)
-RETURNS TABLE (intent_id bigint, idempotency_key text, replayed boolean, state text)
-LANGUAGE plpgsql AS $fn$
-#variable_conflict use_column
+-- As 0003 defined it (see README "Payload digest"), with the built-ins above qualified.
+CREATE OR REPLACE FUNCTION outbox_canonical_json(v jsonb, depth integer DEFAULT 1)
+RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+    kind text := jsonb_typeof(v);
 BEGIN
-    IF p_payload IS NULL THEN
-        -- An invalid field is named ahead of the missing payload, as before.
-        PERFORM outbox_check_intent_fields(p_tenant, p_operation_id, p_action,
-            p_idempotency_key, p_ordering_key, p_payload_version);
-        RAISE EXCEPTION 'invalid payload: must be a JSON object, got null' USING ERRCODE = '22023';
+    IF kind IN ('object', 'array') AND depth > 32 THEN
+        RAISE EXCEPTION 'invalid payload: is nested more than 32 levels deep'
+            USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY SELECT * FROM outbox_enqueue_prehashed(p_tenant, p_operation_id, p_action,
-        p_payload, p_payload_version, NULL, p_idempotency_key, p_ordering_key, p_not_before,
-        p_deadline);
+    IF kind = 'object' THEN
+        RETURN '{' || coalesce((
+            SELECT string_agg(pg_catalog.to_jsonb(e.key)::text || ':'
+                                  || outbox_canonical_json(e.value, depth + 1),
+                              ',' ORDER BY e.key COLLATE "C")
+            FROM jsonb_each(v) AS e), '') || '}';
+    ELSIF kind = 'array' THEN
+        RETURN '[' || coalesce((
+            SELECT string_agg(outbox_canonical_json(e.value, depth + 1), ',' ORDER BY e.ord)
+            FROM jsonb_array_elements(v) WITH ORDINALITY AS e(value, ord)), '') || ']';
+    ELSIF kind = 'number' THEN
+        RETURN trim_scale(v::numeric)::text;
+    ELSE
+        RETURN v::text;
+    END IF;
+END
+$fn$;
+
+-- As 0002 defined it, with the built-ins above qualified.
+CREATE OR REPLACE FUNCTION outbox_payload_sha256(p_action text, p_payload_version integer, p_payload jsonb)
+RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+    canonical text;
+BEGIN
+    IF jsonb_typeof(p_payload) <> 'object' THEN
+        RAISE EXCEPTION 'invalid payload: must be a JSON object, got %', jsonb_typeof(p_payload)
+            USING ERRCODE = '22023';
+    END IF;
+    canonical := outbox_canonical_json(p_payload);
+    IF octet_length(canonical) > 262144 THEN
+        RAISE EXCEPTION 'invalid payload: is % bytes in canonical form, the limit is 262144',
+            octet_length(canonical) USING ERRCODE = '22023';
+    END IF;
+    RETURN encode(sha256(pg_catalog.convert_to(
+        '{"action":' || pg_catalog.to_jsonb(p_action)::text || ',"payload":' || canonical
+            || ',"payload_version":' || p_payload_version::text || '}', 'UTF8')), 'hex');
 END
 $fn$;
 

@@ -2,7 +2,8 @@
 //! items 1–4): a tenant squatting another tenant's idempotency key (custom, derived or
 //! wire key, through Rust, the SQL function or a hand-written INSERT); a plain INSERT
 //! reviving a pruned operation, also while racing the prune; numbers rounded on the way to
-//! the provider; Rust and SQL digests disagreeing on big numbers.
+//! the provider; Rust and SQL digests disagreeing on big numbers; a function planted in
+//! outboxd's schema standing in for a built-in inside the SECURITY DEFINER trigger.
 
 use crate::support;
 use sqlx::AssertSqlSafe;
@@ -578,4 +579,91 @@ async fn enqueue_refuses_a_schema_without_namespaced_keys() {
         "{err:?}"
     );
     assert!(err.to_string().contains("0003"), "{err}");
+}
+
+/// Functions planted in outboxd's schema by a role that may create objects there (every
+/// role may in `public` on PostgreSQL 14 and older) whose parameter types match the
+/// built-ins' calls more closely (`convert_to(text, text)` for `convert_to(text, name)`,
+/// `to_jsonb(text)` for `to_jsonb(anyelement)`) never run inside the SECURITY DEFINER
+/// INSERT trigger or the key functions, whatever the path (migration 0010): the digest
+/// and the keys are the ones Rust computes.
+#[tokio::test]
+async fn functions_planted_in_the_schema_never_run_for_an_insert() {
+    use outboxd::intent::default_idempotency_key;
+    use outboxd::wire_key::{wire_idempotency_key, KeySecret};
+
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    for sql in [
+        "CREATE TABLE planted_calls (f text)",
+        "CREATE FUNCTION convert_to(t text, enc text) RETURNS bytea LANGUAGE plpgsql AS \
+         $$ BEGIN INSERT INTO planted_calls VALUES ('convert_to'); \
+         RETURN pg_catalog.convert_to(t, enc::name); END $$",
+        "CREATE FUNCTION to_jsonb(t text) RETURNS jsonb LANGUAGE plpgsql AS \
+         $$ BEGIN INSERT INTO planted_calls VALUES ('to_jsonb'); \
+         RETURN pg_catalog.to_jsonb(t); END $$",
+    ] {
+        sqlx::query(AssertSqlSafe(sql)).execute(pool).await.unwrap();
+    }
+    // The plants do win an unqualified call made with this schema's search_path.
+    sqlx::query("SELECT convert_to('a', 'UTF8'), to_jsonb('a'::text)")
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(scalar(&h.db, "SELECT count(*) FROM planted_calls").await, 2);
+    sqlx::query("DELETE FROM planted_calls")
+        .execute(pool)
+        .await
+        .unwrap();
+
+    let rust = h.enqueue(refund("acme", "op-rust", 1)).await;
+    sqlx::query("SELECT * FROM outbox_enqueue('acme', 'op-sql', $1, '{\"amount\": 2, \"tenant\": \"acme\"}')")
+        .bind(REFUND)
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO outbox_intents (tenant, operation_id, action, payload) \
+         VALUES ('acme', 'op-plain', $1, '{\"amount\": 3, \"tenant\": \"acme\"}')",
+    )
+    .bind(REFUND)
+    .execute(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        scalar(&h.db, "SELECT count(*) FROM planted_calls").await,
+        0,
+        "a planted function ran for an INSERT"
+    );
+
+    let secret: String = sqlx::query_scalar("SELECT key_secret FROM outboxd_installation")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    let secret = KeySecret::from_hex(&secret).unwrap();
+    for (op, amount) in [("op-rust", 1), ("op-sql", 2), ("op-plain", 3)] {
+        let row = h
+            .store
+            .find_intent(&tenant("acme"), &operation(op))
+            .await
+            .unwrap()
+            .unwrap();
+        let valid = refund("acme", op, amount).validate().unwrap();
+        assert_eq!(row.payload_sha256, valid.digest.as_str(), "{op}");
+        let key = wire_idempotency_key(
+            &secret,
+            &tenant("acme"),
+            &default_idempotency_key(&tenant("acme"), &operation(op), &valid.action),
+        );
+        assert_eq!(row.idempotency_key.as_str(), key.as_str(), "{op}");
+    }
+    assert_eq!(
+        rust.idempotency_key,
+        h.intent(rust.intent_id).await.idempotency_key.as_str()
+    );
 }

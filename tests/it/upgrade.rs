@@ -918,7 +918,7 @@ async fn upgrade_to_0009_lets_a_waiting_producer_commit_on_postgres() {
     assert_eq!(intent_check_count(&t.db).await, 3);
 }
 
-/// The producer functions 0010 replaces, with their privileges and settings, as
+/// The four functions 0010 replaces, with their privileges and settings, as
 /// `proname|language|security definer|search_path setting|ACL` (PostgreSQL).
 async fn producer_functions(db: &Database) -> Vec<String> {
     let Database::Postgres(pool) = db else {
@@ -931,7 +931,7 @@ async fn producer_functions(db: &Database) -> Vec<String> {
            FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang \
           WHERE p.pronamespace = current_schema()::regnamespace \
             AND p.proname IN ('outbox_default_idempotency_key', 'outbox_wire_idempotency_key', \
-                              'outbox_enqueue') \
+                              'outbox_canonical_json', 'outbox_payload_sha256') \
           ORDER BY p.proname",
     )
     .fetch_all(pool)
@@ -978,7 +978,7 @@ async fn try_enqueue(
 
 /// Schema 9 → 10 with pending, in-flight and unknown intents and two receipts issued by
 /// the old functions (one with the derived key, one with the producer's own): on
-/// PostgreSQL the three rewritten functions keep their privileges (revoked from PUBLIC
+/// PostgreSQL the four rewritten functions keep their privileges (revoked from PUBLIC
 /// here, as a locked-down install has them), the wire key function stays SECURITY DEFINER
 /// with its search_path pinned, and both key functions derive the keys they derived
 /// before; replaying an old receipt answers it unchanged, a different payload for it is a
@@ -1003,7 +1003,8 @@ async fn upgrade_to_0010_then_dispatch(t: TestDb) {
         for f in [
             "outbox_default_idempotency_key(text, text, text)",
             "outbox_wire_idempotency_key(text, text)",
-            "outbox_enqueue(text, text, text, jsonb, integer, text, text, timestamptz, timestamptz)",
+            "outbox_canonical_json(jsonb, integer)",
+            "outbox_payload_sha256(text, integer, jsonb)",
         ] {
             try_exec(&h.db, &format!("REVOKE ALL ON FUNCTION {f} FROM PUBLIC"))
                 .await
@@ -1026,7 +1027,7 @@ async fn upgrade_to_0010_then_dispatch(t: TestDb) {
     );
     if postgres {
         let after = producer_functions(&h.db).await;
-        assert_eq!(after.len(), 3, "{after:?}");
+        assert_eq!(after.len(), 4, "{after:?}");
         for (before, after) in functions_before.iter().zip(&after) {
             let acl = |row: &str| row.rsplit('|').next().unwrap().to_string();
             assert_eq!(
@@ -1044,14 +1045,14 @@ async fn upgrade_to_0010_then_dispatch(t: TestDb) {
             );
         }
         assert!(
-            after[0].starts_with("outbox_default_idempotency_key|plpgsql|false|"),
+            after[1].starts_with("outbox_default_idempotency_key|plpgsql|false|"),
             "{after:?}"
         );
         assert!(
-            after[2].starts_with("outbox_wire_idempotency_key|plpgsql|true|search_path="),
+            after[3].starts_with("outbox_wire_idempotency_key|plpgsql|true|search_path="),
             "{after:?}"
         );
-        assert!(after[2].contains(", pg_temp|"), "{after:?}");
+        assert!(after[3].contains(", pg_temp|"), "{after:?}");
         assert_eq!(
             derived_keys(&h.db).await,
             keys_before,
