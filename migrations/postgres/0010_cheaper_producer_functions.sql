@@ -1,6 +1,6 @@
 -- 0010, contract (the previous binary runs unchanged on this schema): the functions that
--- derive a new intent's digest and keys cost less, and the two built-ins they call that a
--- function planted in this schema could outbid are called by their pg_catalog names. Each returns exactly what it returned before (the
+-- derive a new intent's digest and keys cost less, and two of the built-ins they call are
+-- called by their pg_catalog names. Each returns exactly what it returned before (the
 -- digests and keys that tests/it/digest_vectors.rs pins), raises the same errors, and
 -- keeps its name, signature, owner and privileges (CREATE OR REPLACE).
 --
@@ -17,9 +17,12 @@
 --   a function whose parameter types match the call more closely wherever it sits on the
 --   path, so a `convert_to(text, text)` or a `to_jsonb(text)` created in this schema by a
 --   role that may create objects there (on PostgreSQL 14 and older every role may, in
---   `public`) ran with the rights of these functions' owner on every INSERT. Every other
---   built-in they call has a parameter list that a function of this schema can only
---   repeat exactly, and then the built-in wins (pg_catalog is searched first).
+--   `public`) ran with the rights of these functions' owner on every INSERT. This does
+--   not close that door: an aggregate declared with an `unknown` argument outbids any
+--   built-in or outboxd function called with an untyped literal (`encode(…, 'hex')`,
+--   `string_agg(…, ',')`, `outbox_check_text('tenant', …)`), and a planted overload can
+--   make a call ambiguous. Only roles trusted with the owner's rights may create objects
+--   in outboxd's schema; outboxd warns at start and on `outboxd migrate` when others may.
 --
 -- No table or row changes, and no table lock is taken: callers that are running keep the
 -- definition they started with and pick the new one up on their next call.

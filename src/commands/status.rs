@@ -15,7 +15,7 @@ use super::{print_json, CommandError};
 use crate::config::Config;
 use crate::store::connect::{connect, describe_location, ConnectError, OpenMode};
 use crate::store::migrate::MigrateError;
-use crate::store::StatusSummary;
+use crate::store::{Database, StatusSummary};
 
 /// Prints the status summary of the configured database.
 pub async fn status(config: &Config, json: bool) -> Result<(), CommandError> {
@@ -87,8 +87,13 @@ pub async fn migrate(config: &Config, json: bool) -> Result<(), MigrateFailed> {
     }
     let db = connect(&config.database.url, 2).await?;
     let report = db.migrate().await;
+    let creators = db.schema_creators().await;
     db.close().await;
     let report = report?;
+    if let Some(warning) = Database::schema_creators_warning(&creators.map_err(MigrateError::from)?)
+    {
+        eprintln!("warning: {warning}");
+    }
     if json {
         let applied: Vec<Value> = report
             .applied

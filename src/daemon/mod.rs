@@ -70,6 +70,10 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Database, D
         }
     }
     check_schema(&db).await?;
+    let creators = db.schema_creators().await?;
+    if let Some(warning) = Database::schema_creators_warning(&creators) {
+        tracing::warn!(roles = ?creators, "{warning}");
+    }
     Ok(db)
 }
 

@@ -322,6 +322,28 @@ impl Database {
         }
     }
 
+    /// Roles other than its owner that may create objects in outboxd's schema (PostgreSQL;
+    /// none on SQLite), as [`migrate::postgres_schema_creators`] says.
+    pub async fn schema_creators(&self) -> Result<Vec<String>, sqlx::Error> {
+        match self {
+            Database::Postgres(pool) => migrate::postgres_schema_creators(pool).await,
+            Database::Sqlite(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// The warning to give when [`Database::schema_creators`] names roles: what they can
+    /// do and the statement that stops it.
+    pub fn schema_creators_warning(creators: &[String]) -> Option<String> {
+        if creators.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "roles other than its owner may create objects in outboxd's schema ({}): an object created there can run with the owner's rights inside the producer triggers; revoke it (for example REVOKE CREATE ON SCHEMA <schema> FROM {}) or install outboxd in a schema of its own",
+            creators.join(", "),
+            creators.join(", ")
+        ))
+    }
+
     /// Applies pending migrations.
     pub async fn migrate(&self) -> Result<MigrateReport, MigrateError> {
         match self {

@@ -265,6 +265,23 @@ pub async fn migrate_postgres_to(
     Ok(report)
 }
 
+/// Roles other than its owner that may create objects in the current schema (`PUBLIC`
+/// for every role), on PostgreSQL. The producer functions and triggers search that schema
+/// from `SECURITY DEFINER` code, so an object such a role creates there (a function or
+/// aggregate that outbids a built-in) can run with their owner's rights on every INSERT:
+/// outboxd warns about each one (docs/producers.md, "Privileges on PostgreSQL").
+pub async fn postgres_schema_creators(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END \
+           FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a \
+          WHERE n.nspname = current_schema() AND a.privilege_type = 'CREATE' \
+            AND a.grantee <> n.nspowner \
+          ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+}
+
 /// The migrations of `list` up to `target` that `applied` lacks, in order.
 fn pending<'a>(
     list: &'a [Migration],

@@ -667,3 +667,37 @@ async fn functions_planted_in_the_schema_never_run_for_an_insert() {
         h.intent(rust.intent_id).await.idempotency_key.as_str()
     );
 }
+
+/// Roles other than the owner that may create objects in outboxd's schema can plant
+/// functions the SECURITY DEFINER triggers would call (an aggregate whose argument is
+/// `unknown` outbids a built-in called with a literal, for one): `outboxd migrate` (and
+/// the daemon's start, through the same check) names them and the statement that stops it.
+#[tokio::test]
+async fn migrate_warns_when_other_roles_may_create_in_the_schema() {
+    use support::cli::Cli;
+
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let cli = Cli::new(&t);
+    let (_, stderr) = cli.exits(&["migrate"], 0).await;
+    assert!(!stderr.contains("may create objects"), "{stderr}");
+    assert_eq!(t.db.schema_creators().await.unwrap(), Vec::<String>::new());
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    sqlx::query(
+        "DO $$ BEGIN EXECUTE format('GRANT CREATE ON SCHEMA %I TO PUBLIC', current_schema()); END $$",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    assert_eq!(t.db.schema_creators().await.unwrap(), vec!["PUBLIC"]);
+    let (_, stderr) = cli.exits(&["migrate"], 0).await;
+    assert!(
+        stderr.contains(
+            "warning: roles other than its owner may create objects in outboxd's schema (PUBLIC)"
+        ) && stderr.contains("REVOKE CREATE ON SCHEMA <schema> FROM PUBLIC"),
+        "{stderr}"
+    );
+}
