@@ -338,7 +338,7 @@ impl Database {
             return None;
         }
         Some(format!(
-            "roles other than its owner may create objects in outboxd's schema ({}): an object created there can run with the owner's rights inside the producer triggers; revoke it (for example REVOKE CREATE ON SCHEMA <schema> FROM {}) or install outboxd in a schema of its own",
+            "roles other than its owner may create objects in outboxd's schema ({}): an object created there (a function or aggregate that outbids a built-in) can run with the rights of any session that searches the schema, outboxd's own included; revoke it (for example REVOKE CREATE ON SCHEMA <schema> FROM {}) or install outboxd in a schema of its own",
             creators.join(", "),
             creators.join(", ")
         ))

@@ -122,6 +122,15 @@ macro_rules! migrations {
                     "/0010_cheaper_producer_functions.sql"
                 )),
             },
+            Migration {
+                version: 11,
+                name: "pinned_function_search_path",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0011_pinned_function_search_path.sql"
+                )),
+            },
         ]
     };
 }
@@ -266,14 +275,15 @@ pub async fn migrate_postgres_to(
 }
 
 /// Roles other than its owner that may create objects in the current schema (`PUBLIC`
-/// for every role), on PostgreSQL. The producer functions and triggers search that schema
-/// from `SECURITY DEFINER` code, so an object such a role creates there (a function or
-/// aggregate that outbids a built-in) can run with their owner's rights on every INSERT:
-/// outboxd warns about each one (docs/producers.md, "Privileges on PostgreSQL").
+/// for every role), on PostgreSQL. Since migration 0011 the producer functions and
+/// triggers search pg_catalog only, but the daemon's sessions (and producers' with the
+/// schema on their search_path) still search it, so an object such a role creates there
+/// (a function or aggregate that outbids a built-in) can run with their rights: outboxd
+/// warns about each one (docs/producers.md, "Privileges on PostgreSQL").
 pub async fn postgres_schema_creators(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar(
         "SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END \
-           FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a \
+           FROM pg_namespace n, aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a \
           WHERE n.nspname = current_schema() AND a.privilege_type = 'CREATE' \
             AND a.grantee <> n.nspowner \
           ORDER BY 1",
@@ -390,10 +400,11 @@ async fn rekey_unclaimed_sqlite(
 
 /// The highest applied version, or 0 when outboxd's table does not exist yet.
 pub async fn current_version_postgres(pool: &PgPool) -> Result<i64, sqlx::Error> {
-    let exists: bool =
-        sqlx::query_scalar("SELECT to_regclass('outboxd_schema_migrations') IS NOT NULL")
-            .fetch_one(pool)
-            .await?;
+    let exists: bool = sqlx::query_scalar(
+        "SELECT pg_catalog.to_regclass('outboxd_schema_migrations') IS NOT NULL",
+    )
+    .fetch_one(pool)
+    .await?;
     if !exists {
         return Ok(0);
     }

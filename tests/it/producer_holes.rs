@@ -581,11 +581,25 @@ async fn enqueue_refuses_a_schema_without_namespaced_keys() {
     assert!(err.to_string().contains("0003"), "{err}");
 }
 
+/// An aggregate `current_setting(unknown)` planted in outboxd's schema, as a role that may
+/// create objects there could: it outbids the built-in for any call with an untyped
+/// literal (the tombstone trigger's `current_setting('transaction_isolation')`), and its
+/// final function records each time it runs, and as whom (PostgreSQL).
+pub(crate) const PLANT_CURRENT_SETTING: [&str; 3] = [
+    "CREATE TABLE planted_calls (f text)",
+    "CREATE FUNCTION planted_final(n bigint) RETURNS text LANGUAGE plpgsql AS \
+     $$ BEGIN INSERT INTO planted_calls VALUES ('current_setting as ' || current_user); \
+     RETURN 'read committed'; END $$",
+    "CREATE AGGREGATE current_setting(unknown) (sfunc = pg_catalog.int8inc_any, \
+     stype = bigint, initcond = '0', finalfunc = planted_final)",
+];
+
 /// Functions planted in outboxd's schema by a role that may create objects there (every
 /// role may in `public` on PostgreSQL 14 and older) whose parameter types match the
 /// built-ins' calls more closely (`convert_to(text, text)` for `convert_to(text, name)`,
-/// `to_jsonb(text)` for `to_jsonb(anyelement)`) never run inside the SECURITY DEFINER
-/// INSERT trigger or the key functions, whatever the path (migration 0010): the digest
+/// `to_jsonb(text)` for `to_jsonb(anyelement)`, an aggregate `current_setting(unknown)` for
+/// a call with a literal) never run inside the SECURITY DEFINER INSERT triggers, the key
+/// functions or `outbox_enqueue`, whatever the path (migrations 0010 and 0011): the digest
 /// and the keys are the ones Rust computes.
 #[tokio::test]
 async fn functions_planted_in_the_schema_never_run_for_an_insert() {
@@ -607,24 +621,36 @@ async fn functions_planted_in_the_schema_never_run_for_an_insert() {
         "CREATE FUNCTION to_jsonb(t text) RETURNS jsonb LANGUAGE plpgsql AS \
          $$ BEGIN INSERT INTO planted_calls VALUES ('to_jsonb'); \
          RETURN pg_catalog.to_jsonb(t); END $$",
-    ] {
+    ]
+    .into_iter()
+    .chain(PLANT_CURRENT_SETTING.into_iter().skip(1))
+    {
         sqlx::query(AssertSqlSafe(sql)).execute(pool).await.unwrap();
     }
     // The plants do win an unqualified call made with this schema's search_path.
-    sqlx::query("SELECT convert_to('a', 'UTF8'), to_jsonb('a'::text)")
-        .execute(pool)
-        .await
-        .unwrap();
-    assert_eq!(scalar(&h.db, "SELECT count(*) FROM planted_calls").await, 2);
+    sqlx::query(
+        "SELECT convert_to('a', 'UTF8'), to_jsonb('a'::text), \
+                current_setting('transaction_isolation')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    assert_eq!(scalar(&h.db, "SELECT count(*) FROM planted_calls").await, 3);
     sqlx::query("DELETE FROM planted_calls")
         .execute(pool)
         .await
         .unwrap();
 
-    let rust = h.enqueue(refund("acme", "op-rust", 1)).await;
+    // A session keeps the plans its functions made, with the functions they resolved then:
+    // new sessions, so that the calls below are resolved with the plants in place.
+    let fresh = t.reopen(1).await;
+    let Database::Postgres(fresh_pool) = &fresh else {
+        unreachable!()
+    };
+    let rust = support::harness::enqueue_committed(&fresh, refund("acme", "op-rust", 1)).await;
     sqlx::query("SELECT * FROM outbox_enqueue('acme', 'op-sql', $1, '{\"amount\": 2, \"tenant\": \"acme\"}')")
         .bind(REFUND)
-        .execute(pool)
+        .execute(fresh_pool)
         .await
         .unwrap();
     sqlx::query(
@@ -632,7 +658,7 @@ async fn functions_planted_in_the_schema_never_run_for_an_insert() {
          VALUES ('acme', 'op-plain', $1, '{\"amount\": 3, \"tenant\": \"acme\"}')",
     )
     .bind(REFUND)
-    .execute(pool)
+    .execute(fresh_pool)
     .await
     .unwrap();
     assert_eq!(
@@ -700,4 +726,42 @@ async fn migrate_warns_when_other_roles_may_create_in_the_schema() {
         ) && stderr.contains("REVOKE CREATE ON SCHEMA <schema> FROM PUBLIC"),
         "{stderr}"
     );
+}
+
+/// `outbox_enqueue` names outboxd's tables and functions with their schema (migration
+/// 0011): a producer whose search_path does not hold outboxd's schema calls it by its
+/// qualified name, and it records the intent with the digest and key it always had.
+#[tokio::test]
+async fn enqueue_by_its_qualified_name_needs_no_search_path() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    let schema: String = sqlx::query_scalar("SELECT quote_ident(current_schema())")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL search_path = pg_catalog")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let (id, key): (i64, String) = sqlx::query_as(AssertSqlSafe(format!(
+        "SELECT intent_id, idempotency_key FROM {schema}.outbox_enqueue('acme', 'op-qualified', \
+         $1, '{{\"amount\": 4, \"tenant\": \"acme\"}}')"
+    )))
+    .bind(REFUND)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let row = h.intent(outboxd::intent::IntentId::new(id)).await;
+    let valid = refund("acme", "op-qualified", 4).validate().unwrap();
+    assert_eq!(row.payload_sha256, valid.digest.as_str());
+    assert_eq!(row.idempotency_key.as_str(), key);
+    let again = h.enqueue(refund("acme", "op-qualified", 4)).await;
+    assert!(again.replayed && again.intent_id.get() == id, "{again:?}");
 }

@@ -5,8 +5,9 @@
 //! (the tenant walk's index), 0005 (the bytewise walk's index, the recorded may-act-twice
 //! confirmations), 0006 (the published send window), 0007 (wake-ups that name their
 //! schema), 0008 (the superseded tenant-walk index dropped on PostgreSQL), 0009 (the
-//! field checks run only when a statement writes a field, PostgreSQL) and 0010 (cheaper
-//! producer functions, PostgreSQL) carry the same kinds of rows forward.
+//! field checks run only when a statement writes a field, PostgreSQL), 0010 (cheaper
+//! producer functions, PostgreSQL) and 0011 (producer functions that search pg_catalog
+//! only, PostgreSQL) carry the same kinds of rows forward.
 
 use crate::support;
 
@@ -14,7 +15,9 @@ use outboxd::intent::{default_idempotency_key, IntentId, IntentState};
 use outboxd::store::{Database, ResendApproval, Resolution, ResolutionKind, TenantScope};
 use outboxd::NewIntent;
 use serde_json::json;
-use support::harness::{exec, operation, scalar, tenant, try_exec, Harness, REFUND};
+use support::harness::{
+    enqueue_committed, exec, operation, scalar, tenant, try_exec, Harness, REFUND,
+};
 use support::TestDb;
 
 const OPS: [&str; 4] = ["op-fresh", "op-retry", "op-inflight", "op-unknown"];
@@ -264,6 +267,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
+            (11, "pinned_function_search_path"),
         ],
         "{report:?}"
     );
@@ -311,6 +315,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
+            (11, "pinned_function_search_path"),
         ],
         "{report:?}"
     );
@@ -502,6 +507,7 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
+            (11, "pinned_function_search_path"),
         ],
         "{report:?}"
     );
@@ -615,6 +621,7 @@ async fn upgrade_to_0007_then_dispatch(t: TestDb) {
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
+            (11, "pinned_function_search_path"),
         ],
         "{report:?}"
     );
@@ -707,6 +714,7 @@ async fn upgrade_to_0008_then_dispatch(t: TestDb) {
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
+            (11, "pinned_function_search_path"),
         ],
         "{report:?}"
     );
@@ -785,6 +793,7 @@ async fn upgrade_to_0008_gives_up_behind_a_long_transaction_on_postgres() {
             (8, "drop_superseded_tenant_walk_index"),
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
+            (11, "pinned_function_search_path"),
         ]
     );
     assert_eq!(index_count(&t.db, "outbox_intents_due_by_tenant").await, 0);
@@ -817,7 +826,8 @@ async fn upgrade_to_0009_then_dispatch(t: TestDb) {
         report.applied,
         vec![
             (9, "field_checks_when_written"),
-            (10, "cheaper_producer_functions")
+            (10, "cheaper_producer_functions"),
+            (11, "pinned_function_search_path")
         ],
         "{report:?}"
     );
@@ -904,7 +914,8 @@ async fn upgrade_to_0009_lets_a_waiting_producer_commit_on_postgres() {
         report.applied,
         vec![
             (9, "field_checks_when_written"),
-            (10, "cheaper_producer_functions")
+            (10, "cheaper_producer_functions"),
+            (11, "pinned_function_search_path")
         ]
     );
     assert_eq!(
@@ -1018,7 +1029,10 @@ async fn upgrade_to_0010_then_dispatch(t: TestDb) {
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(10, "cheaper_producer_functions")],
+        vec![
+            (10, "cheaper_producer_functions"),
+            (11, "pinned_function_search_path")
+        ],
         "{report:?}"
     );
     assert_eq!(
@@ -1175,4 +1189,244 @@ async fn upgrade_to_0010_on_postgres() {
         return;
     };
     upgrade_to_0010_then_dispatch(t).await;
+}
+
+/// Every function of outboxd's schema, with its privileges and settings, as
+/// `proname|language|security definer|settings|owner|ACL` (PostgreSQL).
+async fn all_outboxd_functions(db: &Database) -> Vec<String> {
+    let Database::Postgres(pool) = db else {
+        unreachable!("a PostgreSQL test database")
+    };
+    sqlx::query_scalar(
+        "SELECT p.proname || '|' || l.lanname || '|' || p.prosecdef || '|' \
+                || coalesce(array_to_string(p.proconfig, ';'), '') || '|' \
+                || p.proowner::regrole::text || '|' || coalesce(p.proacl::text, 'default') \
+           FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang \
+          WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'outbox%' \
+          ORDER BY p.proname",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Digests the payload digest function computes for a few payloads (PostgreSQL).
+async fn derived_digests(db: &Database) -> Vec<String> {
+    let Database::Postgres(pool) = db else {
+        unreachable!("a PostgreSQL test database")
+    };
+    sqlx::query_scalar(
+        "SELECT outbox_payload_sha256('issue_refund', v, p) \
+           FROM unnest(ARRAY['{\"a\": 1}', '{\"b\": [1, 2.50, {\"c\": null, \"a\": \"é\"}], \"a\": 1e3}', \
+                             '{\"deep\": {\"x\": [[], {}], \"n\": -0.000}}']::jsonb[]) AS p, \
+                generate_series(1, 2) AS v \
+          ORDER BY p::text, v",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Schema 10 → 11 with pending, in-flight and unknown intents and two receipts issued by
+/// the 0010 functions (one with the derived key, one with the producer's own): on
+/// PostgreSQL every producer function and trigger function keeps its owner, privileges
+/// (revoked from PUBLIC here, as a locked-down install has them) and SECURITY DEFINER
+/// flag; all but the two recursive helpers pin `search_path = pg_catalog, pg_temp`; the
+/// digests and both keys are the ones they were; and an aggregate planted in the schema
+/// that ran for every INSERT before the upgrade (asserted, so this test can fail) runs
+/// no more. Replaying an old receipt answers it unchanged, a different payload for it is
+/// a conflict. On SQLite nothing changes. The dispatcher then delivers each pending
+/// intent once under its key and leaves the unknown one alone.
+async fn upgrade_to_0011_then_dispatch(t: TestDb) {
+    let h = Harness::new(&t).await;
+    let ids = record_at_schema_3(&h).await;
+    let derived = NewIntent::new(
+        "acme",
+        "s10-derived",
+        REFUND,
+        json!({"a": [1, 2.50, {"b": null}]}),
+    );
+    let own = NewIntent::new("globex", "s10-own", REFUND, json!({"amount": 7}))
+        .with_idempotency_key("producer key 10");
+    let derived_before = h.enqueue(derived.clone()).await;
+    let own_before = h.enqueue(own.clone()).await;
+    let postgres = matches!(h.db, Database::Postgres(_));
+    let (functions_before, keys_before, digests_before) = if postgres {
+        for f in [
+            "outbox_enqueue(text, text, text, jsonb, integer, text, text, timestamptz, timestamptz)",
+            "outbox_default_idempotency_key(text, text, text)",
+            "outbox_payload_sha256(text, integer, jsonb)",
+        ] {
+            try_exec(&h.db, &format!("REVOKE ALL ON FUNCTION {f} FROM PUBLIC"))
+                .await
+                .unwrap();
+        }
+        for sql in crate::producer_holes::PLANT_CURRENT_SETTING {
+            try_exec(&h.db, sql).await.unwrap();
+        }
+        // A session keeps the plans its functions made (with the functions they resolved
+        // then): a new one resolves the calls with the plant in place.
+        enqueue_committed(
+            &t.reopen(1).await,
+            NewIntent::new("acme", "s10-planted", REFUND, json!({"n": 0})),
+        )
+        .await;
+        assert!(
+            scalar(&h.db, "SELECT count(*) FROM planted_calls").await > 0,
+            "the plant runs for an INSERT at schema 10"
+        );
+        try_exec(&h.db, "DELETE FROM planted_calls").await.unwrap();
+        (
+            all_outboxd_functions(&h.db).await,
+            derived_keys(&h.db).await,
+            derived_digests(&h.db).await,
+        )
+    } else {
+        h.enqueue(NewIntent::new(
+            "acme",
+            "s10-planted",
+            REFUND,
+            json!({"n": 0}),
+        ))
+        .await;
+        (Vec::new(), Vec::new(), Vec::new())
+    };
+
+    let report = t.db.migrate().await.expect("upgrade to the current schema");
+    assert_eq!(
+        report.applied,
+        vec![(11, "pinned_function_search_path")],
+        "{report:?}"
+    );
+    assert_eq!(
+        scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
+        7
+    );
+    if postgres {
+        let after = all_outboxd_functions(&h.db).await;
+        assert_eq!(after.len(), functions_before.len(), "{after:?}");
+        assert_eq!(after.len(), 12, "{after:?}");
+        let field = |row: &str, i: usize| row.split('|').nth(i).unwrap().to_string();
+        for (before, after) in functions_before.iter().zip(&after) {
+            for (i, what) in [
+                (0, "name"),
+                (1, "language"),
+                (2, "security definer"),
+                (4, "owner"),
+                (5, "privileges"),
+            ] {
+                assert_eq!(
+                    field(before, i),
+                    field(after, i),
+                    "{what} kept: {before} → {after}"
+                );
+            }
+            let helper =
+                ["outbox_canonical_json", "outbox_check_text"].contains(&field(after, 0).as_str());
+            let pinned = field(after, 3) == "search_path=pg_catalog, pg_temp";
+            assert_eq!(
+                pinned, !helper,
+                "search_path pinned unless a helper: {after}"
+            );
+        }
+        assert_eq!(
+            derived_keys(&h.db).await,
+            keys_before,
+            "the same keys after 0011"
+        );
+        assert_eq!(
+            derived_digests(&h.db).await,
+            digests_before,
+            "the same digests after 0011"
+        );
+    }
+
+    for (intent, before) in [(derived, &derived_before), (own, &own_before)] {
+        let again = h.enqueue(intent.clone()).await;
+        assert!(again.replayed, "{again:?}");
+        assert_eq!(
+            (again.intent_id, &again.idempotency_key),
+            (before.intent_id, &before.idempotency_key)
+        );
+        let changed = NewIntent::new(
+            intent.tenant.as_str(),
+            intent.operation_id.as_str(),
+            REFUND,
+            json!({"changed": true}),
+        );
+        let err = try_enqueue(&h.db, changed)
+            .await
+            .expect_err("a different payload");
+        assert!(
+            matches!(err, outboxd::EnqueueError::Conflict { .. }),
+            "{err}"
+        );
+    }
+    let fresh_after = h
+        .enqueue(NewIntent::new("acme", "s11-new", REFUND, json!({"n": 1})))
+        .await;
+    assert!(!fresh_after.replayed);
+    assert_eq!(
+        fresh_after.idempotency_key,
+        outboxd::wire_key::wire_idempotency_key(
+            &key_secret(&h.db).await,
+            &tenant("acme"),
+            &default_idempotency_key(
+                &tenant("acme"),
+                &operation("s11-new"),
+                &outboxd::intent::ActionName::parse(REFUND).unwrap()
+            ),
+        )
+        .as_str()
+    );
+    if postgres {
+        let fresh = t.reopen(1).await;
+        enqueue_committed(
+            &fresh,
+            NewIntent::new("acme", "s11-planted", REFUND, json!({"n": 3})),
+        )
+        .await;
+        try_exec(
+            &fresh,
+            &format!(
+                "INSERT INTO outbox_intents (tenant, operation_id, action, payload) \
+                 VALUES ('acme', 's11-plain', '{REFUND}', '{{\"n\": 2}}')"
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            scalar(&h.db, "SELECT count(*) FROM planted_calls").await,
+            0,
+            "the planted aggregate ran for an INSERT after 0011"
+        );
+    }
+
+    dispatch_after_upgrade(&h, ids).await;
+    if postgres {
+        assert_eq!(
+            scalar(&h.db, "SELECT count(*) FROM planted_calls").await,
+            0,
+            "the planted aggregate ran for the dispatcher's statements"
+        );
+    }
+    let expected = if postgres { 9 } else { 7 };
+    assert_eq!(
+        h.provider.effect_count(),
+        expected,
+        "three old pending, two receipts, the planted-era one, the new ones"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0011_on_sqlite() {
+    upgrade_to_0011_then_dispatch(TestDb::sqlite_at(10).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_to_0011_on_postgres() {
+    let Some(t) = TestDb::postgres_at(10).await else {
+        return;
+    };
+    upgrade_to_0011_then_dispatch(t).await;
 }

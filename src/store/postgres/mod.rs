@@ -25,7 +25,7 @@ use sqlx::PgPool;
 macro_rules! outbox_schema_query {
     () => {
         "SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-         WHERE c.oid = to_regclass('outbox_intents')"
+         WHERE c.oid = pg_catalog.to_regclass('outbox_intents')"
     };
 }
 
@@ -36,7 +36,7 @@ pub const OUTBOX_SCHEMA_SQL: &str = outbox_schema_query!();
 /// Wakes the idle dispatchers of this session's outbox (and, with an empty payload, every
 /// dispatcher when the schema cannot be told).
 pub const WAKE_DISPATCHERS_SQL: &str = concat!(
-    "SELECT pg_notify('outboxd_intents', coalesce((",
+    "SELECT pg_catalog.pg_notify('outboxd_intents', coalesce((",
     outbox_schema_query!(),
     "), ''))"
 );

@@ -60,7 +60,7 @@ const MAY_VACUUM_SQL: &str = r#"
 SELECT t.name,
        pg_has_role(current_user, c.relowner, 'USAGE')
        OR (NOT c.relisshared AND pg_has_role(current_user, d.datdba, 'USAGE'))
-       OR CASE WHEN current_setting('server_version_num')::int >= 170000
+       OR CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 170000
                THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END
   FROM unnest($1::text[]) AS t(name)
   JOIN pg_class c ON c.oid = to_regclass(t.name)
