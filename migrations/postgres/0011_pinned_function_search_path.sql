@@ -8,34 +8,44 @@
 -- schema by any role that may create objects there ran with the rights of the functions'
 -- owner on every INSERT: an aggregate declared with an `unknown` argument outbids any
 -- built-in called with an untyped literal (`current_setting('transaction_isolation')` in
--- outbox_intents_refuse_pruned, for one). Now:
+-- outbox_intents_refuse_pruned, for one). Any producer could also do it with no CREATE on
+-- any schema, through its own temporary schema: see outbox_canonical_json below. Now:
 --
--- * every function below is created with `SET search_path = pg_catalog, pg_temp`, except
---   the two recursive helpers (outbox_canonical_json, outbox_check_text), which are
---   called by them and run on their path (a SET clause is a settings switch per call, and
---   outbox_canonical_json is called once per JSON value); PostgreSQL never looks up
---   functions or operators in pg_temp;
+-- * every function below is created with `SET search_path = pg_catalog, pg_temp` (PostgreSQL
+--   never looks up functions or operators in pg_temp, and finds a type there only after
+--   pg_catalog), except outbox_canonical_json: it is called once per JSON value and a SET
+--   clause is a settings switch per call, so it runs on its caller's path and names the
+--   type of its one variable by schema (PL/pgSQL resolves a variable's type once per
+--   session, on the path of the function's first call: a `text` domain in pg_temp would
+--   otherwise stand in for it inside the triggers). outbox_check_text, not created again,
+--   declares no variable and calls built-ins only, on its callers' pinned path;
 -- * each call of an outboxd function names its schema and passes typed arguments only, so
 --   the function it means is an exact match: an overload created beside it can make the
 --   call ambiguous (an error, nothing runs), never take it over;
 -- * outbox_enqueue and outbox_enqueue_prehashed pin their path too (they are not SECURITY
 --   DEFINER: they run as the producer that calls them, now whatever that producer's own
---   search_path holds).
+--   search_path holds);
+-- * the two SECURITY DEFINER trigger functions run for outboxd's own triggers on
+--   outbox_intents only, and PUBLIC may no longer attach them to a table: any role may
+--   create a temporary table with column types of its own (a domain whose CHECK runs
+--   when the function assigns the column) and fire them on it.
 --
 -- Each function returns exactly what it returned before (the digests and keys that
 -- tests/it/digest_vectors.rs pins), raises the same errors, and keeps its name,
--- signature, owner and privileges (CREATE OR REPLACE). No table or row changes and no
+-- signature, owner and privileges (CREATE OR REPLACE), except PUBLIC's EXECUTE on those
+-- two trigger functions (firing a trigger checks no privilege). No table or row changes and no
 -- table lock. The schema's name is written into the functions: renaming the schema later
 -- needs this migration's definitions created again under the new name.
 DO $do$
 DECLARE
     s constant text := quote_ident(current_schema());
+    l constant text := quote_literal(current_schema());
     definitions constant text[] := ARRAY[
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_check_intent_fields(p_tenant text,
     p_operation_id text, p_action text, p_idempotency_key text, p_ordering_key text,
     p_payload_version integer)
-RETURNS void LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+RETURNS void LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $outboxd_fn$
 BEGIN
     PERFORM @schema@.outbox_check_text('tenant'::text, p_tenant, 128);
     PERFORM @schema@.outbox_check_text('operation_id'::text, p_operation_id, 200);
@@ -60,13 +70,15 @@ BEGIN
             coalesce(p_payload_version::text, 'null') USING ERRCODE = '22023';
     END IF;
 END
-$fn$
+$outboxd_fn$
 $def$,
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_canonical_json(v jsonb, depth integer DEFAULT 1)
-RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $outboxd_fn$
 DECLARE
-    kind text := jsonb_typeof(v);
+    -- Named by schema: a PL/pgSQL function resolves its variables' types once per session,
+    -- on the path of its first call, and this one has no path of its own.
+    kind pg_catalog.text := jsonb_typeof(v);
 BEGIN
     IF kind IN ('object', 'array') AND depth > 32 THEN
         RAISE EXCEPTION 'invalid payload: is nested more than 32 levels deep'
@@ -88,13 +100,13 @@ BEGIN
         RETURN v::text;
     END IF;
 END
-$fn$
+$outboxd_fn$
 $def$,
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_payload_sha256(p_action text, p_payload_version integer,
     p_payload jsonb)
 RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp AS $fn$
+SET search_path = pg_catalog, pg_temp AS $outboxd_fn$
 DECLARE
     canonical text;
 BEGIN
@@ -111,13 +123,13 @@ BEGIN
         '{"action":' || to_jsonb(p_action)::text || ',"payload":' || canonical
             || ',"payload_version":' || p_payload_version::text || '}', 'UTF8')), 'hex');
 END
-$fn$
+$outboxd_fn$
 $def$,
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_default_idempotency_key(p_tenant text,
     p_operation_id text, p_action text)
 RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp AS $fn$
+SET search_path = pg_catalog, pg_temp AS $outboxd_fn$
 BEGIN
     RETURN 'obx1_' || encode(sha256(
         convert_to('outboxd.idempotency.v1', 'UTF8') || '\x00'::bytea
@@ -125,12 +137,12 @@ BEGIN
         || convert_to(p_operation_id, 'UTF8') || '\x00'::bytea
         || convert_to(p_action, 'UTF8')), 'hex');
 END
-$fn$
+$outboxd_fn$
 $def$,
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_wire_idempotency_key(p_tenant text, p_key text)
 RETURNS text LANGUAGE plpgsql STABLE STRICT SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+SET search_path = pg_catalog, pg_temp AS $outboxd_fn$
 DECLARE
     secret text;
     inner_pad bytea;
@@ -155,12 +167,20 @@ BEGIN
         || convert_to(p_key, 'UTF8');
     RETURN 'obx2_' || encode(sha256(outer_pad || sha256(inner_pad || message)), 'hex');
 END
-$fn$
+$outboxd_fn$
 $def$,
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_intents_fill_defaults() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $outboxd_fn$
 BEGIN
+    -- For outboxd's own trigger only: attached to a table of a caller's own, whose
+    -- columns have types of the caller's (a domain whose CHECK runs on assignment), it
+    -- would run the caller's code with this function's owner's rights.
+    IF TG_TABLE_SCHEMA <> @schema_name@ OR TG_TABLE_NAME <> 'outbox_intents' THEN
+        RAISE EXCEPTION '% is the trigger of %.outbox_intents only, not of %.%',
+            'outbox_intents_fill_defaults'::text, @schema_name@, TG_TABLE_SCHEMA, TG_TABLE_NAME
+            USING ERRCODE = '42501';
+    END IF;
     PERFORM @schema@.outbox_check_intent_fields(NEW.tenant, NEW.operation_id, NEW.action,
         NEW.idempotency_key, NEW.ordering_key, NEW.payload_version);
     NEW.payload_sha256 := @schema@.outbox_payload_sha256(NEW.action, NEW.payload_version,
@@ -172,14 +192,22 @@ BEGIN
                                                          NEW.action)));
     RETURN NEW;
 END
-$fn$
+$outboxd_fn$
 $def$,
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_intents_refuse_pruned() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $outboxd_fn$
 DECLARE
     placed boolean;
 BEGIN
+    -- For outboxd's own trigger only: attached to a table of a caller's own, whose
+    -- columns have types of the caller's (a domain whose CHECK runs on assignment), it
+    -- would run the caller's code with this function's owner's rights.
+    IF TG_TABLE_SCHEMA <> @schema_name@ OR TG_TABLE_NAME <> 'outbox_intents' THEN
+        RAISE EXCEPTION '% is the trigger of %.outbox_intents only, not of %.%',
+            'outbox_intents_refuse_pruned'::text, @schema_name@, TG_TABLE_SCHEMA, TG_TABLE_NAME
+            USING ERRCODE = '42501';
+    END IF;
     IF EXISTS (SELECT 1 FROM @schema@.outbox_tombstones t
                WHERE t.tenant = NEW.tenant AND t.operation_id = NEW.operation_id) THEN
         RAISE EXCEPTION 'operation % of tenant % was already recorded (and pruned); call outbox_enqueue for its receipt',
@@ -201,16 +229,16 @@ BEGIN
     END IF;
     RETURN NULL;
 END
-$fn$
+$outboxd_fn$
 $def$,
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_intents_notify() RETURNS trigger LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp AS $fn$
+SET search_path = pg_catalog, pg_temp AS $outboxd_fn$
 BEGIN
     PERFORM pg_notify('outboxd_intents', TG_TABLE_SCHEMA);
     RETURN NULL;
 END
-$fn$
+$outboxd_fn$
 $def$,
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_enqueue_prehashed(
@@ -218,7 +246,7 @@ CREATE OR REPLACE FUNCTION @schema@.outbox_enqueue_prehashed(
     p_payload_version integer, p_payload_sha256 text, p_idempotency_key text,
     p_ordering_key text, p_not_before timestamptz, p_deadline timestamptz)
 RETURNS TABLE (intent_id bigint, idempotency_key text, replayed boolean, state text)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $outboxd_fn$
 #variable_conflict use_column
 DECLARE
     new_id bigint;
@@ -264,7 +292,7 @@ BEGIN
     END IF;
     RETURN QUERY SELECT existing.id, existing.idempotency_key, true, existing.state;
 END
-$fn$
+$outboxd_fn$
 $def$,
 $def$
 CREATE OR REPLACE FUNCTION @schema@.outbox_enqueue(
@@ -273,7 +301,7 @@ CREATE OR REPLACE FUNCTION @schema@.outbox_enqueue(
     p_ordering_key text DEFAULT NULL, p_not_before timestamptz DEFAULT NULL,
     p_deadline timestamptz DEFAULT NULL)
 RETURNS TABLE (intent_id bigint, idempotency_key text, replayed boolean, state text)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $outboxd_fn$
 #variable_conflict use_column
 BEGIN
     PERFORM @schema@.outbox_check_intent_fields(p_tenant, p_operation_id, p_action,
@@ -285,13 +313,19 @@ BEGIN
         p_action, p_payload, p_payload_version, NULL::text, p_idempotency_key, p_ordering_key,
         p_not_before, p_deadline);
 END
-$fn$
+$outboxd_fn$
 $def$
     ];
     definition text;
 BEGIN
     FOREACH definition IN ARRAY definitions LOOP
-        EXECUTE replace(definition, '@schema@', s);
+        EXECUTE replace(replace(definition, '@schema@', s), '@schema_name@', l);
     END LOOP;
 END
 $do$;
+
+-- outboxd's triggers fire these two without checking EXECUTE; CREATE TRIGGER checks it, so
+-- without it nobody else can attach them to a table (each also refuses any other table,
+-- for a role granted EXECUTE all the same).
+REVOKE ALL ON FUNCTION outbox_intents_fill_defaults() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox_intents_refuse_pruned() FROM PUBLIC;

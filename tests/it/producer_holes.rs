@@ -765,3 +765,226 @@ async fn enqueue_by_its_qualified_name_needs_no_search_path() {
     let again = h.enqueue(refund("acme", "op-qualified", 4)).await;
     assert!(again.replayed && again.intent_id.get() == id, "{again:?}");
 }
+
+/// A producer needs no CREATE on any schema for this one: PostgreSQL lets every role
+/// create objects in its own temporary schema, and PL/pgSQL resolves the types of a
+/// function's variables once per session, on the search_path of its first call. A domain
+/// `pg_temp.text` whose CHECK calls the producer's own function, put ahead of pg_catalog
+/// for one direct call of `outbox_canonical_json` (which has no path of its own), would
+/// otherwise run inside the SECURITY DEFINER trigger on every later INSERT of that
+/// session, with the owner's rights (migration 0011 names the variable's type by schema).
+#[tokio::test]
+async fn a_text_domain_in_pg_temp_never_runs_inside_the_triggers() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    sqlx::query("CREATE TABLE planted_calls (f text)")
+        .execute(pool)
+        .await
+        .unwrap();
+    let schema: String = sqlx::query_scalar("SELECT quote_ident(current_schema())")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    // One session for all of it: pg_temp and the compiled functions are per session.
+    let mut conn = pool.acquire().await.unwrap();
+    for sql in [
+        format!(
+            "CREATE FUNCTION pg_temp.planted_check(t pg_catalog.text) RETURNS pg_catalog.bool \
+             LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS \
+             $$ BEGIN INSERT INTO {schema}.planted_calls VALUES ('domain check as ' || current_user); \
+             RETURN true; END $$"
+        ),
+        "CREATE DOMAIN pg_temp.text AS pg_catalog.text CHECK (pg_temp.planted_check(VALUE))"
+            .to_owned(),
+        "SET search_path = pg_temp, pg_catalog".to_owned(),
+        format!("SELECT {schema}.outbox_canonical_json('{{\"a\": 1}}'::pg_catalog.jsonb, 1)"),
+        format!("SET search_path = {schema}"),
+    ] {
+        sqlx::query(AssertSqlSafe(sql)).execute(&mut *conn).await.unwrap();
+    }
+    sqlx::query("DELETE FROM planted_calls")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO outbox_intents (tenant, operation_id, action, payload) \
+         VALUES ('acme', 'op-domain', $1, '{\"amount\": 5, \"tenant\": \"acme\"}')",
+    )
+    .bind(REFUND)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query(
+        "SELECT * FROM outbox_enqueue('acme', 'op-domain-fn', $1, '{\"amount\": 6}'::jsonb)",
+    )
+    .bind(REFUND)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    let calls: Vec<String> = sqlx::query_scalar("SELECT f FROM planted_calls")
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+    // The pool must not hand this session, with its planted types, to anyone else.
+    conn.detach();
+    assert_eq!(
+        calls,
+        Vec::<String>::new(),
+        "the planted domain ran for an INSERT"
+    );
+    let row = h
+        .store
+        .find_intent(&tenant("acme"), &operation("op-domain"))
+        .await
+        .unwrap()
+        .unwrap();
+    let valid = refund("acme", "op-domain", 5).validate().unwrap();
+    assert_eq!(row.payload_sha256, valid.digest.as_str());
+}
+
+/// The two SECURITY DEFINER trigger functions fire for outboxd's own triggers only. A
+/// producer that could attach one to a temporary table of its own (every role may create
+/// one, with column types of its own) would run its code with the owner's rights: a
+/// domain's CHECK on a column the function assigns runs inside it, and the function is an
+/// oracle for the wire-key secret. PUBLIC may not attach them (CREATE TRIGGER checks
+/// EXECUTE; firing outboxd's triggers does not), and each refuses to run for any other
+/// table, for a role that was granted EXECUTE all the same.
+#[tokio::test]
+async fn the_definer_triggers_refuse_a_table_of_the_producer() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let h = Harness::new(&t).await;
+    let Database::Postgres(pool) = &t.db else {
+        unreachable!()
+    };
+    let schema: String = sqlx::query_scalar("SELECT quote_ident(current_schema())")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    // Roles are the server's; this one is shared by every run and has no login.
+    for sql in [
+        "DO $$ BEGIN CREATE ROLE outboxd_it_producer NOLOGIN; \
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+            .to_owned(),
+        format!("GRANT USAGE ON SCHEMA {schema} TO outboxd_it_producer"),
+        format!("GRANT INSERT ON {schema}.outbox_intents TO outboxd_it_producer"),
+    ] {
+        sqlx::query(AssertSqlSafe(sql)).execute(pool).await.unwrap();
+    }
+    let mut conn = pool.acquire().await.unwrap();
+    for sql in [
+        "SET ROLE outboxd_it_producer",
+        "CREATE FUNCTION pg_temp.planted(t pg_catalog.text) RETURNS pg_catalog.bool \
+         LANGUAGE plpgsql AS $$ BEGIN \
+         PERFORM pg_catalog.set_config('outboxd_it.ran_as', current_user::text, false); \
+         RETURN true; END $$",
+        "CREATE DOMAIN pg_temp.planted_text AS pg_catalog.text CHECK (pg_temp.planted(VALUE))",
+        "CREATE TEMP TABLE bait (id bigint, tenant text, operation_id text, action text, \
+         payload_version int, payload jsonb, payload_sha256 pg_temp.planted_text, \
+         idempotency_key pg_temp.planted_text, requested_idempotency_key text, \
+         ordering_key text)",
+    ] {
+        sqlx::query(sql).execute(&mut *conn).await.unwrap();
+    }
+    let attach = |f: &str| {
+        format!(
+            "CREATE TRIGGER bait_{f} BEFORE INSERT ON pg_temp.bait FOR EACH ROW \
+             EXECUTE FUNCTION {schema}.{f}()"
+        )
+    };
+    let bait = "INSERT INTO pg_temp.bait (id, tenant, operation_id, action, payload_version, \
+                payload) VALUES (1, 'acme', 'op-bait', 'issue_refund', 1, '{\"a\": 1}')";
+    let mut refusals = Vec::new();
+    for f in [
+        "outbox_intents_fill_defaults",
+        "outbox_intents_refuse_pruned",
+    ] {
+        let denied = sqlx::query(AssertSqlSafe(attach(f)))
+            .execute(&mut *conn)
+            .await
+            .expect_err("PUBLIC may attach the function to a table of its own");
+        assert!(
+            denied.to_string().contains("permission denied"),
+            "{f}: {denied}"
+        );
+        // A role granted EXECUTE (GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA, say) may attach
+        // it; the function then refuses to run for that table.
+        sqlx::query("RESET ROLE").execute(&mut *conn).await.unwrap();
+        sqlx::query(AssertSqlSafe(format!(
+            "GRANT EXECUTE ON FUNCTION {schema}.{f}() TO outboxd_it_producer"
+        )))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        sqlx::query("SET ROLE outboxd_it_producer")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        sqlx::query(AssertSqlSafe(attach(f)))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let refused = sqlx::query(bait)
+            .execute(&mut *conn)
+            .await
+            .expect_err("the trigger function ran for the producer's table");
+        refusals.push(refused.to_string());
+        sqlx::query(AssertSqlSafe(format!(
+            "DROP TRIGGER bait_{f} ON pg_temp.bait"
+        )))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    }
+    let ran_as: Option<String> =
+        sqlx::query_scalar("SELECT current_setting('outboxd_it.ran_as', true)")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    // The pool must not hand this session, with its role and planted types, to anyone else.
+    conn.detach();
+    assert!(
+        ran_as.as_deref().unwrap_or("").is_empty(),
+        "the planted domain ran inside the trigger function as {ran_as:?}"
+    );
+    for refused in &refusals {
+        assert!(refused.contains("outbox_intents"), "{refused}");
+    }
+    // outboxd's own triggers still fire for the producer, which gets its digest and key.
+    let producer = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::query("SET ROLE outboxd_it_producer")
+                    .execute(conn)
+                    .await
+                    .map(|_| ())
+            })
+        })
+        .connect(&t.url)
+        .await
+        .unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO {schema}.outbox_intents (tenant, operation_id, action, payload) \
+         VALUES ('acme', 'op-producer', $1, '{{\"amount\": 7, \"tenant\": \"acme\"}}')"
+    )))
+    .bind(REFUND)
+    .execute(&producer)
+    .await
+    .unwrap();
+    producer.close().await;
+    let row = h
+        .store
+        .find_intent(&tenant("acme"), &operation("op-producer"))
+        .await
+        .unwrap()
+        .unwrap();
+    let valid = refund("acme", "op-producer", 7).validate().unwrap();
+    assert_eq!(row.payload_sha256, valid.digest.as_str());
+}
