@@ -31,7 +31,7 @@ impl Job {
     }
 
     /// The first half of the two-part advisory lock key ("obx" + a job number); the second
-    /// half is `hashtext(current_schema())`, so outboxd installs in different schemas of one
+    /// half is `hashtext(current_schema())` (`schema_lock_half!`), so outboxd installs in different schemas of one
     /// database do not block each other.
     fn lock_class(self) -> i32 {
         match self {
@@ -42,9 +42,17 @@ impl Job {
 }
 
 /// Tries the session-level advisory lock of a job.
-const TRY_LOCK_SQL: &str = "SELECT pg_try_advisory_lock($1, hashtext(current_schema()))";
+const TRY_LOCK_SQL: &str = concat!(
+    "SELECT pg_catalog.pg_try_advisory_lock($1, ",
+    super::postgres::schema_lock_half!(),
+    ")"
+);
 /// Releases it; false if this session did not hold it.
-const UNLOCK_SQL: &str = "SELECT pg_advisory_unlock($1, hashtext(current_schema()))";
+const UNLOCK_SQL: &str = concat!(
+    "SELECT pg_catalog.pg_advisory_unlock($1, ",
+    super::postgres::schema_lock_half!(),
+    ")"
+);
 
 /// The right to run a job now. On PostgreSQL it holds `pg_try_advisory_lock` on a
 /// session of its own, detached from the pool before the try-lock; on SQLite (one

@@ -17,6 +17,7 @@ mod cli_safety;
 mod config_check;
 mod console;
 mod daemon_process;
+mod daemon_search_path;
 mod daemon_serves_admin;
 mod demo;
 mod digest_properties;

@@ -1,6 +1,14 @@
 //! The texts of the dispatcher's hot-path statements on PostgreSQL, each a data-modifying
 //! CTE that runs as one statement in its own short transaction; [`super::claims`] binds
 //! and runs them.
+//!
+//! A call whose built-in does not fit its arguments exactly (the polymorphic `unnest`,
+//! `make_interval` with a named argument, a division by an integer) names `pg_catalog` or
+//! casts the arguments to the built-in's types: PostgreSQL picks the closest fit wherever
+//! it sits on the search_path, so a function or operator created in a schema the daemon
+//! searches would otherwise run inside the claim. The multi-column `unnest(…)` in `FROM`
+//! needs no name: PostgreSQL expands it into `pg_catalog.unnest` calls itself
+//! (`functions_planted_in_the_schema_never_run_in_the_dispatchers_statements`).
 
 /// The claim statement.
 ///
@@ -50,7 +58,7 @@ WITH RECURSIVE after_turn(tenant) AS (
       AND (tenant < $6 COLLATE "C" OR (tenant = $6 COLLATE "C" AND NOT $8::boolean))
 ), due AS (
     SELECT d.id FROM turns t CROSS JOIN LATERAL (
-        SELECT c.id FROM unnest($2::text[]) AS a(action) CROSS JOIN LATERAL (
+        SELECT c.id FROM pg_catalog.unnest($2::text[]) AS a(action) CROSS JOIN LATERAL (
             SELECT i.id, i.next_attempt_at FROM outbox_intents i
             WHERE i.state = 'pending' AND i.tenant COLLATE "C" = t.tenant
               AND i.action = a.action
@@ -70,7 +78,7 @@ WITH RECURSIVE after_turn(tenant) AS (
 ), claimed AS (
     UPDATE outbox_intents i
     SET state = 'in_flight', lease_owner = $4,
-        lease_expires_at = now() + make_interval(secs => $5::double precision / 1000),
+        lease_expires_at = now() + pg_catalog.make_interval(secs => $5::double precision / 1000::double precision),
         fencing_token = i.fencing_token + 1, attempt_count = i.attempt_count + 1,
         attempt_started_at = now(), updated_at = now()
     FROM due WHERE i.id = due.id
@@ -108,7 +116,7 @@ WITH expired AS (
 ), taken AS (
     UPDATE outbox_intents i
     SET fencing_token = i.fencing_token + 1, lease_owner = $2,
-        lease_expires_at = now() + make_interval(secs => $3::double precision / 1000),
+        lease_expires_at = now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision),
         ambiguous_attempts = i.ambiguous_attempts + (i.attempt_started_at IS NOT NULL)::int,
         first_sent_at = coalesce(i.first_sent_at, i.attempt_started_at),
         attempt_started_at = NULL, last_error = $4, updated_at = now()

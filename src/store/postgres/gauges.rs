@@ -15,7 +15,11 @@ use crate::store::{GaugeRead, LiveGauges, StoreError, LIVE_GAUGES_SQL_POSTGRES};
 
 /// The first half of the advisory lock key (after the job locks' 0x6f6278_01 and _02).
 const GAUGE_LOCK_CLASS: i32 = 0x6f62_7803;
-const TRY_LOCK_SQL: &str = "SELECT pg_try_advisory_lock($1, hashtext(current_schema()))";
+const TRY_LOCK_SQL: &str = concat!(
+    "SELECT pg_catalog.pg_try_advisory_lock($1, ",
+    super::schema_lock_half!(),
+    ")"
+);
 
 /// This process's gauge session: detached from the pool, holding the lock or asking for it.
 #[derive(Debug)]

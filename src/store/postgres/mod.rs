@@ -29,6 +29,20 @@ macro_rules! outbox_schema_query {
     };
 }
 
+/// The second half of every advisory lock key outboxd takes on PostgreSQL (the job locks
+/// and the gauge lock): a hash of the session's schema, so installs in different schemas
+/// of one database never block each other. Named by `pg_catalog`, with the `name`
+/// cast to `text`, so that no function created in a schema on the path (a
+/// `hashtext(name)`, which would fit the call better than the built-in) can take its
+/// place; the value is the one of `hashtext(current_schema())`, which earlier releases
+/// used, so replicas of both keep excluding each other during an upgrade.
+macro_rules! schema_lock_half {
+    () => {
+        "pg_catalog.hashtext(pg_catalog.current_schema()::text)"
+    };
+}
+pub(crate) use schema_lock_half;
+
 /// The schema of this session's outbox (`outbox_schema_query!`); no row before the table
 /// exists.
 pub const OUTBOX_SCHEMA_SQL: &str = outbox_schema_query!();

@@ -58,13 +58,13 @@ WHERE t.tenant = v.tenant AND t.operation_id = v.operation_id
 /// a server warning, so it is asked first.
 const MAY_VACUUM_SQL: &str = r#"
 SELECT t.name,
-       pg_has_role(current_user, c.relowner, 'USAGE')
-       OR (NOT c.relisshared AND pg_has_role(current_user, d.datdba, 'USAGE'))
-       OR CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 170000
-               THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END
-  FROM unnest($1::text[]) AS t(name)
-  JOIN pg_class c ON c.oid = to_regclass(t.name)
-  JOIN pg_database d ON d.datname = current_database()
+       pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE'::text)
+       OR (NOT c.relisshared AND pg_catalog.pg_has_role(current_user, d.datdba, 'USAGE'::text))
+       OR CASE WHEN pg_catalog.current_setting('server_version_num'::text)::int >= 170000
+               THEN pg_catalog.has_table_privilege(c.oid, 'MAINTAIN'::text) ELSE false END
+  FROM pg_catalog.unnest($1::text[]) AS t(name)
+  JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(t.name)
+  JOIN pg_catalog.pg_database d ON d.datname = pg_catalog.current_database()
 "#;
 
 // Dialect twin of sqlite/retention.rs `impl RetentionStore for SqliteStore`: the same
