@@ -957,19 +957,7 @@ async fn the_definer_triggers_refuse_a_table_of_the_producer() {
         assert!(refused.contains("outbox_intents"), "{refused}");
     }
     // outboxd's own triggers still fire for the producer, which gets its digest and key.
-    let producer = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .after_connect(|conn, _| {
-            Box::pin(async move {
-                sqlx::query("SET ROLE outboxd_it_producer")
-                    .execute(conn)
-                    .await
-                    .map(|_| ())
-            })
-        })
-        .connect(&t.url)
-        .await
-        .unwrap();
+    let producer = t.pool_as_role("outboxd_it_producer", 1).await;
     sqlx::query(AssertSqlSafe(format!(
         "INSERT INTO {schema}.outbox_intents (tenant, operation_id, action, payload) \
          VALUES ('acme', 'op-producer', $1, '{{\"amount\": 7, \"tenant\": \"acme\"}}')"

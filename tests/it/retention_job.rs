@@ -517,19 +517,7 @@ async fn a_role_that_may_not_vacuum_still_prunes_on_postgres() {
             .await
             .unwrap();
     }
-    let restricted = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .after_connect(|conn, _| {
-            Box::pin(async move {
-                sqlx::query("SET ROLE outboxd_it_not_owner")
-                    .execute(conn)
-                    .await
-                    .map(|_| ())
-            })
-        })
-        .connect(&t.url)
-        .await
-        .unwrap();
+    let restricted = t.pool_as_role("outboxd_it_not_owner", 2).await;
     let db = Database::Postgres(restricted);
     let prune_all = RetentionSettings {
         finished_after: Duration::ZERO,

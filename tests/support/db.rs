@@ -211,6 +211,24 @@ impl TestDb {
             .expect("reopen database")
     }
 
+    /// A plain PostgreSQL pool on this database whose every session runs as `role` (`SET
+    /// ROLE` on connect): what a producer or operator with that role's rights would see.
+    pub async fn pool_as_role(&self, role: &'static str, max_connections: u32) -> sqlx::PgPool {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(max_connections)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    sqlx::query(AssertSqlSafe(format!("SET ROLE {role}")))
+                        .execute(conn)
+                        .await
+                        .map(|_| ())
+                })
+            })
+            .connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("a pool as {role}: {e}"))
+    }
+
     /// Which backend this is.
     pub fn backend(&self) -> &'static str {
         self.db.backend_name()
