@@ -279,10 +279,12 @@ pub async fn migrate_postgres_to(
 /// triggers search pg_catalog only, but the daemon's sessions (and producers' with the
 /// schema on their search_path) still search it, so an object such a role creates there
 /// (a function or aggregate that outbids a built-in) can run with their rights: outboxd
-/// warns about each one (docs/producers.md, "Privileges on PostgreSQL").
+/// warns about each one (docs/producers.md, "Privileges on PostgreSQL"). The grantee is
+/// compared with an `oid`, not an integer literal, so that no operator `oid = int4`
+/// created there can take the built-in's place in this very check.
 pub async fn postgres_schema_creators(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar(
-        "SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END \
+        "SELECT CASE a.grantee WHEN 0::pg_catalog.oid THEN 'PUBLIC' ELSE a.grantee::regrole::text END \
            FROM pg_namespace n, aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a \
           WHERE n.nspname = current_schema() AND a.privilege_type = 'CREATE' \
             AND a.grantee <> n.nspowner \

@@ -2,7 +2,8 @@
 //! schema its sessions search (outboxd's own, here): each call whose built-in does not fit
 //! its arguments exactly names `pg_catalog` or casts to the built-in's types, so a plant
 //! that fits better never runs inside a claim, a takeover, an outcome write, a release,
-//! the retention job, the job and gauge locks or the gauge read; and the advisory lock
+//! the retention job, the job and gauge locks, the gauge read, the outbox schema and
+//! privilege look-ups or the wake-up of the dispatchers; and the advisory lock
 //! keys are the ones earlier releases took, so a replica of each excludes the other.
 
 use crate::support;
@@ -21,9 +22,11 @@ use support::TestDb;
 /// Plants that fit the daemon's unqualified calls better than the built-ins do: a
 /// `unnest(text[])` for `unnest(anyarray)`, a `hashtext(name)` for `hashtext(text)` called
 /// with `current_schema()`, an operator `float8 / int4` for a division by an integer
-/// literal, a `make_interval(float8)` beside the built-in with defaults. Each notes its
-/// call and then does what the built-in would.
-const PLANTS: [&str; 6] = [
+/// literal, a `make_interval(float8)` beside the built-in with defaults, an operator
+/// `oid = regclass` for a comparison with `to_regclass(…)` and an operator `oid = int4` for
+/// a `CASE` on an oid with an integer literal. Each notes its call and then does what the
+/// built-in would.
+const PLANTS: [&str; 10] = [
     "CREATE TABLE planted_calls (f text)",
     "CREATE FUNCTION unnest(a text[]) RETURNS SETOF text LANGUAGE plpgsql AS \
      $$ BEGIN INSERT INTO planted_calls VALUES ('unnest(text[])'); \
@@ -38,13 +41,21 @@ const PLANTS: [&str; 6] = [
     "CREATE FUNCTION make_interval(secs float8) RETURNS interval LANGUAGE plpgsql AS \
      $$ BEGIN INSERT INTO planted_calls VALUES ('make_interval(float8)'); \
      RETURN pg_catalog.make_interval(secs => secs); END $$",
+    "CREATE FUNCTION planted_oid_regclass(a oid, b regclass) RETURNS bool LANGUAGE plpgsql AS \
+     $$ BEGIN INSERT INTO planted_calls VALUES ('oid = regclass'); \
+     RETURN a OPERATOR(pg_catalog.=) b::oid; END $$",
+    "CREATE OPERATOR = (leftarg = oid, rightarg = regclass, function = planted_oid_regclass)",
+    "CREATE FUNCTION planted_oid_int4(a oid, b int4) RETURNS bool LANGUAGE plpgsql AS \
+     $$ BEGIN INSERT INTO planted_calls VALUES ('oid = int4'); \
+     RETURN a OPERATOR(pg_catalog.=) b::oid; END $$",
+    "CREATE OPERATOR = (leftarg = oid, rightarg = int4, function = planted_oid_int4)",
 ];
 
 async fn planted_calls(h: &Harness) -> Vec<String> {
     let Database::Postgres(pool) = &h.db else {
         unreachable!()
     };
-    sqlx::query_scalar("SELECT f FROM planted_calls ORDER BY f")
+    sqlx::query_scalar("SELECT DISTINCT f FROM planted_calls ORDER BY f")
         .fetch_all(pool)
         .await
         .unwrap()
@@ -65,14 +76,22 @@ async fn functions_planted_in_the_schema_never_run_in_the_dispatchers_statements
     // The plants do win the unqualified calls the daemon made before.
     sqlx::query(
         "SELECT (SELECT count(*) FROM unnest(ARRAY['a']::text[])), \
-                hashtext(current_schema()), 5::double precision / 1000",
+                hashtext(current_schema()), 5::double precision / 1000, \
+                (SELECT count(*) FROM pg_class c WHERE c.oid = to_regclass('outbox_intents')), \
+                CASE 0::oid WHEN 0 THEN 'PUBLIC' END",
     )
     .execute(pool)
     .await
     .unwrap();
     assert_eq!(
         planted_calls(&h).await,
-        ["float8 / int4", "hashtext(name)", "unnest(text[])"]
+        [
+            "float8 / int4",
+            "hashtext(name)",
+            "oid = int4",
+            "oid = regclass",
+            "unnest(text[])"
+        ]
     );
     sqlx::query("DELETE FROM planted_calls")
         .execute(pool)
@@ -152,6 +171,24 @@ async fn functions_planted_in_the_schema_never_run_in_the_dispatchers_statements
         store.live_gauges(Utc::now()).await.unwrap(),
         GaugeRead::Read(_)
     ));
+    // What a daemon reads at start and a review change sends: the outbox's schema, the
+    // roles that may create objects in it, the wake-up of every dispatcher.
+    assert!(fresh.outbox_schema().await.unwrap().is_some());
+    let Database::Postgres(fresh_pool) = &fresh else {
+        unreachable!()
+    };
+    sqlx::query(
+        "DO $$ BEGIN EXECUTE pg_catalog.format('GRANT CREATE ON SCHEMA %I TO PUBLIC', \
+         pg_catalog.current_schema()); END $$",
+    )
+    .execute(fresh_pool)
+    .await
+    .unwrap();
+    assert_eq!(fresh.schema_creators().await.unwrap(), ["PUBLIC"]);
+    sqlx::query(outboxd::store::postgres::WAKE_DISPATCHERS_SQL)
+        .execute(fresh_pool)
+        .await
+        .unwrap();
 
     assert_eq!(
         planted_calls(&h).await,

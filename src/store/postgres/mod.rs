@@ -21,11 +21,14 @@ use sqlx::PgPool;
 
 /// The schema of the `outbox_intents` a session resolves (its `search_path`): what every
 /// wake-up notification names (migration 0007; the insert trigger sends
-/// `TG_TABLE_SCHEMA`, the same schema), and what a dispatcher compares them with.
+/// `TG_TABLE_SCHEMA`, the same schema), and what a dispatcher compares them with. The
+/// `regclass` is cast to `oid` so that the comparison is the built-in `oid = oid`: an
+/// operator `oid = regclass` created in a schema on the path would fit better than the
+/// built-in reached by an implicit cast.
 macro_rules! outbox_schema_query {
     () => {
         "SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-         WHERE c.oid = pg_catalog.to_regclass('outbox_intents')"
+         WHERE c.oid = pg_catalog.to_regclass('outbox_intents')::pg_catalog.oid"
     };
 }
 
