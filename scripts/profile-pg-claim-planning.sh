@@ -40,7 +40,7 @@ trap 'rm -rf "$work"; psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/
 fresh() {
     psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
     for f in migrations/postgres/*.sql; do
-        PGOPTIONS="-c client_min_messages=error" psql "$URL" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null || { echo "migration $f failed" >&2; exit 1; }
+        PGOPTIONS="-c client_min_messages=error" psql "$URL" -1 -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null || { echo "migration $f failed" >&2; exit 1; }
     done
     if [ "${1:-}" = manual ]; then
         psql "$URL" -qc "ALTER TABLE outbox_intents SET (autovacuum_enabled = false)" >/dev/null

@@ -613,9 +613,10 @@ async fn claim_and_deliver(store: &std::sync::Arc<dyn outboxd::store::OutboxStor
 
 /// PostgreSQL: a connection that first claimed and wrote outcomes while the table was nearly
 /// empty still looks intents up by id after the table grew (no ANALYZE in between): the
-/// statements that join the table to a list of ids (claim, outcome, takeover, release) are
-/// not kept as prepared statements, whose cached plan from the small table scanned the
-/// whole table on every execution.
+/// statements that join the table to a list of ids (outcome, takeover, release) are not
+/// kept as prepared statements, whose cached plan from the small table scanned the whole
+/// table on every execution; the claim is kept, and its plan made on the small table must
+/// not scan either (decision 0021).
 ///
 /// The connection uses `plan_cache_mode = force_generic_plan`, so a prepared statement is
 /// certain to run on the plan made at its first execution. Under the default (`auto`)
@@ -713,11 +714,20 @@ async fn outcome_write_does_not_scan_a_table_that_grew() {
         .fetch_all(&pool)
         .await
         .unwrap();
+    // The claim is kept prepared on purpose (decision 0021): its plan is the generic one
+    // made on the small table, and the scans counted above show it still seeks by index.
+    assert!(
+        prepared
+            .iter()
+            .any(|s| s.contains("WITH RECURSIVE after_turn")),
+        "the claim is not kept prepared, so this test did not run its kept plan: {prepared:?}"
+    );
     assert!(
         !prepared
             .iter()
-            .any(|s| s.contains("FOR UPDATE SKIP LOCKED")
-                || s.contains("INSERT INTO outbox_attempts")),
+            .any(|s| !s.contains("WITH RECURSIVE after_turn")
+                && (s.contains("FOR UPDATE SKIP LOCKED")
+                    || s.contains("INSERT INTO outbox_attempts"))),
         "a statement joining the table to a list of ids is kept prepared: {prepared:?}"
     );
     let mode: String = sqlx::query_scalar("SELECT current_setting('plan_cache_mode')")

@@ -10,6 +10,22 @@
 //! needs no name: PostgreSQL expands it into `pg_catalog.unnest` calls itself
 //! (`functions_planted_in_the_schema_never_run_in_the_dispatchers_statements`).
 
+/// Opens the claim's transaction (one simple-query round trip) with the settings its kept
+/// plan needs, for this transaction only (decision 0021):
+///
+/// - `plan_cache_mode = force_generic_plan`: the prepared claim is planned once per
+///   connection (and again after an `ANALYZE` or a schema change), not on every execution,
+///   which cost more server time than executing a small claim;
+/// - `enable_seqscan = off`: a generic plan made while the table is empty or has no
+///   statistics reads the due index and the primary key, not the whole table, and keeps
+///   doing so as the table grows;
+/// - `jit = off`: a generic plan's estimated cost (its limits are unknown when it is made)
+///   is far above `jit_above_cost`, and compiling it would cost more than running it.
+///
+/// All three are user-settable, so any role may set them.
+pub(super) const CLAIM_BEGIN_SQL: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
+     SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
+
 /// The claim statement.
 ///
 /// Claims up to `limit` ($3) due intents, sharing them between tenants as
@@ -24,9 +40,12 @@
 /// one provider never reads another provider's backlog), and the first `$7` of those in
 /// order are taken (the others stay locked only until this statement commits). The walk is evaluated
 /// only as far as the outer `LIMIT` needs. `FOR UPDATE SKIP LOCKED` lets replicas claim
-/// disjoint sets; only the head of each ordering chain is eligible. The statement commits
-/// on its own (autocommit), so the claim is durable before any request is sent. On error
-/// nothing is claimed. The lease runs from the database's clock (`now()`, the start of
+/// disjoint sets; only the head of each ordering chain is eligible. The statement runs in
+/// a transaction of its own that [`CLAIM_BEGIN_SQL`] opens and that commits before the
+/// claim returns, so the claim is durable before any request is sent. On error nothing is
+/// claimed. The `UPDATE` finds the locked rows by primary key through an array of their
+/// ids, a shape that no plan can turn into a join over a scan of the table: the statement
+/// is kept prepared and runs on a generic plan (see [`CLAIM_BEGIN_SQL`]). The lease runs from the database's clock (`now()`, the start of
 /// this statement's own transaction, so after any wait for a pool connection), never from
 /// the replica's; the statement returns that clock reading as `claimed_at`. Due-ness
 /// (`$1`) is judged with the replica's clock, which planned `next_attempt_at`. The payload
@@ -81,7 +100,7 @@ WITH RECURSIVE after_turn(tenant) AS (
         lease_expires_at = now() + pg_catalog.make_interval(secs => $5::double precision / 1000::double precision),
         fencing_token = i.fencing_token + 1, attempt_count = i.attempt_count + 1,
         attempt_started_at = now(), updated_at = now()
-    FROM due WHERE i.id = due.id
+    WHERE i.id = ANY(ARRAY(SELECT id FROM due))
     RETURNING i.*
 )
 SELECT id, tenant, operation_id, action, payload::text AS payload, payload_version,
