@@ -38,15 +38,17 @@ pub(super) const CLAIM_BEGIN_SQL: &str = "BEGIN; SET LOCAL plan_cache_mode = for
 /// around; for each, a
 /// `LATERAL` seek per action takes at most `$7` of its due intents in order (a claim for
 /// one provider never reads another provider's backlog), and the first `$7` of those in
-/// order are taken (the others stay locked only until this statement commits). The walk is evaluated
-/// only as far as the outer `LIMIT` needs. `FOR UPDATE SKIP LOCKED` lets replicas claim
-/// disjoint sets; only the head of each ordering chain is eligible. The statement runs in
-/// a transaction of its own that [`CLAIM_BEGIN_SQL`] opens and that commits before the
-/// claim returns, so the claim is durable before any request is sent. On error nothing is
-/// claimed. The `UPDATE` finds the locked rows by primary key through an array of their
-/// ids, a shape that no plan can turn into a join over a scan of the table: the statement
-/// is kept prepared and runs on a generic plan (see [`CLAIM_BEGIN_SQL`]). The lease runs from the database's clock (`now()`, the start of
-/// this statement's own transaction, so after any wait for a pool connection), never from
+/// order are taken (the others stay locked only until the claim's transaction commits). The
+/// walk is evaluated only as far as the outer `LIMIT` needs. `FOR UPDATE SKIP LOCKED` lets
+/// replicas claim disjoint sets; only the head of each ordering chain is eligible. The
+/// statement runs in a transaction of its own that [`CLAIM_BEGIN_SQL`] opens and that
+/// commits before the claim returns, so the claim is durable before any request is sent.
+/// On error, or if the claim is dropped before its commit, nothing is claimed. The `UPDATE`
+/// finds the locked rows by primary key through an array of their ids, a shape that no plan
+/// can turn into a join over a scan of the table: the statement is kept prepared and runs
+/// on a generic plan (see [`CLAIM_BEGIN_SQL`]). The lease runs from the database's clock
+/// (`now()`, the start of the claim's own transaction, so after any wait for a pool
+/// connection), never from
 /// the replica's; the statement returns that clock reading as `claimed_at`. Due-ness
 /// (`$1`) is judged with the replica's clock, which planned `next_attempt_at`. The payload
 /// is returned as text, which [`PayloadBody::from_stored`](crate::store::PayloadBody::from_stored)
