@@ -56,10 +56,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config {
             command: ConfigCommand::Check(args),
         } => Ok(config_check::run(cli.config.as_deref(), *args, json)?),
-        Command::Migrate => {
+        Command::Migrate {
+            allow_schema_creators,
+        } => {
             let config = load(&cli, SecretNeeds::DatabaseOnly)?;
             outboxd::telemetry::init(config.logging.format, &config.logging.level);
-            Ok(outboxd::commands::status::migrate(&config, json).await?)
+            let options = outboxd::store::migrate::MigrateOptions {
+                allow_schema_creators: *allow_schema_creators,
+            };
+            Ok(outboxd::commands::status::migrate(&config, options, json).await?)
         }
         Command::Status => {
             let config = load(&cli, SecretNeeds::DatabaseOnly)?;

@@ -35,7 +35,14 @@ pub enum Command {
         skip_migrations: bool,
     },
     /// Apply pending schema migrations and exit.
-    Migrate,
+    Migrate {
+        /// PostgreSQL: migrate although roles other than the schema's owner and the
+        /// migrating role may create objects in it (a function one of them creates during
+        /// the run could run with the migrating role's rights). Without it, the run refuses
+        /// and names the roles.
+        #[arg(long)]
+        allow_schema_creators: bool,
+    },
     /// Print intent counts by state, the oldest due intent, the reconciliation backlog and
     /// each running daemon's provider state (in flight, breaker, pause).
     Status,

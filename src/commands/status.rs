@@ -14,7 +14,7 @@ use super::open::{open_for_command, OpenError};
 use super::{print_json, CommandError};
 use crate::config::Config;
 use crate::store::connect::{connect, describe_location, ConnectError, OpenMode};
-use crate::store::migrate::MigrateError;
+use crate::store::migrate::{MigrateError, MigrateOptions};
 use crate::store::{Database, StatusSummary};
 
 /// Prints the status summary of the configured database.
@@ -80,13 +80,17 @@ pub enum MigrateFailed {
 
 /// Applies pending migrations (creating a missing SQLite file), reporting progress on
 /// stderr, or the result as JSON on stdout.
-pub async fn migrate(config: &Config, json: bool) -> Result<(), MigrateFailed> {
+pub async fn migrate(
+    config: &Config,
+    options: MigrateOptions,
+    json: bool,
+) -> Result<(), MigrateFailed> {
     let location = describe_location(&config.database.url);
     if !json {
         eprintln!("migrating {location} ...");
     }
     let db = connect(&config.database.url, 2).await?;
-    let report = db.migrate().await;
+    let report = db.migrate_with(options).await;
     let creators = db.schema_creators().await;
     db.close().await;
     let report = report?;

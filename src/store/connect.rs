@@ -344,10 +344,22 @@ impl Database {
         ))
     }
 
-    /// Applies pending migrations.
+    /// Applies pending migrations (refusing, on PostgreSQL, a schema other roles may
+    /// create objects in: [`migrate::MigrateOptions`]).
     pub async fn migrate(&self) -> Result<MigrateReport, MigrateError> {
+        self.migrate_with(migrate::MigrateOptions::default()).await
+    }
+
+    /// Applies pending migrations as `options` allow.
+    pub async fn migrate_with(
+        &self,
+        options: migrate::MigrateOptions,
+    ) -> Result<MigrateReport, MigrateError> {
+        let expected = migrate::expected_version();
         match self {
-            Database::Postgres(pool) => migrate::migrate_postgres(pool).await,
+            Database::Postgres(pool) => {
+                migrate::migrate_postgres_with(pool, expected, options).await
+            }
             Database::Sqlite(pool) => migrate::migrate_sqlite(pool).await,
         }
     }

@@ -5,6 +5,13 @@
 //! Each migration runs in one transaction with its bookkeeping row. On PostgreSQL an
 //! advisory lock serialises concurrent `outboxd migrate` runs (several replicas starting at
 //! once); on SQLite `BEGIN IMMEDIATE` does the same.
+//!
+//! On PostgreSQL a run searches only the schema it migrates (and `pg_catalog`), and
+//! refuses to apply anything while that schema holds a function or operator that could
+//! take a built-in's place in a migration's unqualified call, or while a role other than
+//! its owner and the migrating role may create one there during the run
+//! ([`MigrateOptions::allow_schema_creators`] accepts that risk). The statements are in
+//! [`super::postgres::migrate_guard`].
 
 use sha2::{Digest, Sha256};
 use sqlx::{PgPool, Row, SqlitePool};
@@ -131,6 +138,15 @@ macro_rules! migrations {
                     "/0011_pinned_function_search_path.sql"
                 )),
             },
+            Migration {
+                version: 12,
+                name: "functions_written_with_qualified_quoting",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0012_functions_written_with_qualified_quoting.sql"
+                )),
+            },
         ]
     };
 }
@@ -173,6 +189,33 @@ pub enum MigrateError {
     /// The database failed.
     #[error("database error while migrating: {0}")]
     Database(#[from] sqlx::Error),
+    /// The session's `search_path` names no schema that exists.
+    #[error("the database session's search_path names no schema that exists, so there is nowhere to create outboxd's tables; set search_path (for example with options=-c search_path=outbox in the URL) to an existing schema")]
+    NoSchema,
+    /// The schema holds objects that could run in the migrations' statements.
+    #[error("refusing to migrate schema {schema}: it holds {} that could run with the migrating role's rights in place of a built-in (or of outboxd's own function) called by the migrations: {}; drop them or move them to another schema, then migrate again", if objects.len() == 1 { "an object" } else { "objects" }, objects.join(", "))]
+    ShadowingObjects {
+        /// The schema being migrated.
+        schema: String,
+        /// The objects, as PostgreSQL names them.
+        objects: Vec<String>,
+    },
+    /// Roles other than the owner may create objects in the schema while it is migrated.
+    #[error("refusing to migrate schema {schema}: roles other than its owner and the migrating role may create objects in it ({}), and a function one of them created while the migrations run could run with the migrating role's rights; revoke it (REVOKE CREATE ON SCHEMA {schema} FROM {}) and migrate again, or pass --allow-schema-creators to `outboxd migrate` to accept that risk", roles.join(", "), roles.join(", "))]
+    SchemaCreators {
+        /// The schema being migrated.
+        schema: String,
+        /// The roles (`PUBLIC` for every role).
+        roles: Vec<String>,
+    },
+    /// A relation named like outboxd's bookkeeping table belongs to another role.
+    #[error("refusing to migrate schema {schema}: its outboxd_schema_migrations belongs to role {owner}, not to the migrating role, and could run that role's code when read or written; migrate as {owner}, or drop it if outboxd did not create it")]
+    ForeignBookkeeping {
+        /// The schema being migrated.
+        schema: String,
+        /// The relation's owner.
+        owner: String,
+    },
     /// Migration 3 could not read the key secret it had just created.
     #[error("migration 3 could not re-key unclaimed intents")]
     Rekey(#[from] crate::wire_key::KeySecretError),
@@ -187,11 +230,38 @@ pub struct MigrateReport {
     pub version: i64,
 }
 
+/// How a run may proceed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MigrateOptions {
+    /// Apply pending PostgreSQL migrations although roles other than the schema's owner
+    /// and the migrating role may create objects in it (`--allow-schema-creators`). The
+    /// run still refuses a schema that already holds a planted object; one created during
+    /// the run is the risk accepted.
+    pub allow_schema_creators: bool,
+}
+
+/// The functions outboxd's PostgreSQL migrations create: another role's function of one of
+/// these names beside outboxd's own could outbid it in a migration's call.
+pub const OUTBOXD_FUNCTIONS: &[&str] = &[
+    "outbox_canonical_json",
+    "outbox_check_intent_fields",
+    "outbox_check_text",
+    "outbox_default_idempotency_key",
+    "outbox_enqueue",
+    "outbox_enqueue_prehashed",
+    "outbox_intents_check_fields",
+    "outbox_intents_fill_defaults",
+    "outbox_intents_notify",
+    "outbox_intents_refuse_pruned",
+    "outbox_payload_sha256",
+    "outbox_wire_idempotency_key",
+];
+
 const PG_LOCK_KEY: i64 = 0x6f75_7462_6f78_6d67; // "outboxmg"
 
 const PG_TABLE: &str = "CREATE TABLE IF NOT EXISTS outboxd_schema_migrations (
     version BIGINT PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
-    applied_at TIMESTAMPTZ NOT NULL DEFAULT now())";
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT pg_catalog.now())";
 
 const SQLITE_TABLE: &str = "CREATE TABLE IF NOT EXISTS outboxd_schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
@@ -234,27 +304,60 @@ fn check_applied(embedded: &[Migration], applied: &[(i64, String)]) -> Result<()
 
 /// Applies pending PostgreSQL migrations.
 pub async fn migrate_postgres(pool: &PgPool) -> Result<MigrateReport, MigrateError> {
-    migrate_postgres_to(pool, expected_version()).await
+    migrate_postgres_with(pool, expected_version(), MigrateOptions::default()).await
 }
 
 /// Applies pending PostgreSQL migrations up to `target` (tests build older schemas with it).
-// Dialect twin of migrate_sqlite_to: the same steps (an advisory lock where SQLite's
-// `BEGIN IMMEDIATE` serialises; SQLite also rekeys at version 3).
 pub async fn migrate_postgres_to(
     pool: &PgPool,
     target: i64,
 ) -> Result<MigrateReport, MigrateError> {
+    migrate_postgres_with(pool, target, MigrateOptions::default()).await
+}
+
+/// Applies pending PostgreSQL migrations up to `target`, as `options` allow.
+// Dialect twin of migrate_sqlite_to: the same steps (an advisory lock where SQLite's
+// `BEGIN IMMEDIATE` serialises, and the guard against planted objects SQLite has no roles
+// for; SQLite also rekeys at version 3).
+pub async fn migrate_postgres_with(
+    pool: &PgPool,
+    target: i64,
+    options: MigrateOptions,
+) -> Result<MigrateReport, MigrateError> {
+    use super::postgres::migrate_guard;
+
     let mut tx = pool.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+    sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock($1::pg_catalog.int8)")
         .bind(PG_LOCK_KEY)
         .execute(&mut *tx)
         .await?;
+    let schema = migrate_guard::pin_search_path(&mut tx)
+        .await?
+        .ok_or(MigrateError::NoSchema)?;
+    if let Some(owner) = migrate_guard::foreign_bookkeeping_owner(&mut tx).await? {
+        return Err(MigrateError::ForeignBookkeeping { schema, owner });
+    }
     sqlx::raw_sql(PG_TABLE).execute(&mut *tx).await?;
     let applied: Vec<(i64, String)> =
         sqlx::query_as("SELECT version, checksum FROM outboxd_schema_migrations ORDER BY version")
             .fetch_all(&mut *tx)
             .await?;
     check_applied(POSTGRES, &applied)?;
+    if pending(POSTGRES, &applied, target).next().is_some() {
+        let threats = migrate_guard::schema_threats(&mut tx, OUTBOXD_FUNCTIONS).await?;
+        if !threats.shadowing.is_empty() {
+            return Err(MigrateError::ShadowingObjects {
+                schema,
+                objects: threats.shadowing,
+            });
+        }
+        if !threats.creators.is_empty() && !options.allow_schema_creators {
+            return Err(MigrateError::SchemaCreators {
+                schema,
+                roles: threats.creators,
+            });
+        }
+    }
     let mut report = MigrateReport::default();
     for m in pending(POSTGRES, &applied, target) {
         tracing::info!(version = m.version, name = m.name, "applying migration");
@@ -445,6 +548,28 @@ mod tests {
             // Databases migrated by earlier builds stored the sha256 of the LF text.
             assert_eq!(m.checksum(), hex::encode(Sha256::digest(lf.as_bytes())));
         }
+    }
+
+    /// [`OUTBOXD_FUNCTIONS`] names every function the PostgreSQL migrations create.
+    #[test]
+    fn outboxd_functions_lists_every_function_the_migrations_create() {
+        let mut created = std::collections::BTreeSet::new();
+        for m in POSTGRES {
+            for (at, _) in m.sql.match_indices("FUNCTION ") {
+                let rest = &m.sql[at + "FUNCTION ".len()..];
+                let rest = rest.strip_prefix("@schema@.").unwrap_or(rest);
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if name.starts_with("outbox") && rest[name.len()..].starts_with('(') {
+                    created.insert(name);
+                }
+            }
+        }
+        let listed: std::collections::BTreeSet<String> =
+            OUTBOXD_FUNCTIONS.iter().map(|s| s.to_string()).collect();
+        assert_eq!(created, listed);
     }
 
     #[test]

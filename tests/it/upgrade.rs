@@ -192,7 +192,7 @@ async fn upgrade_from_schema_2_on_postgres() {
 
 /// Records, at schema 3 or later, a pending intent of two tenants, one in flight under a lease that
 /// expired (its dispatcher died) and one unknown.
-async fn record_at_schema_3(h: &Harness) -> [IntentId; 4] {
+pub(crate) async fn record_at_schema_3(h: &Harness) -> [IntentId; 4] {
     let intent = |tenant: &str, op: &str| {
         NewIntent::new(tenant, op, REFUND, json!({"op": op, "amount": 100}))
     };
@@ -226,7 +226,10 @@ async fn record_at_schema_3(h: &Harness) -> [IntentId; 4] {
 /// After an upgrade, with the intents of [`record_at_schema_3`]: the dispatcher delivers
 /// the two pending intents and the one whose lease expired (counted as one ambiguous
 /// attempt), each once under its key, and sends nothing for the unknown one.
-async fn dispatch_after_upgrade(h: &Harness, [fresh, other, inflight, unknown]: [IntentId; 4]) {
+pub(crate) async fn dispatch_after_upgrade(
+    h: &Harness,
+    [fresh, other, inflight, unknown]: [IntentId; 4],
+) {
     h.make_due().await;
     h.dispatcher.drain().await.unwrap();
     for id in [fresh, other, inflight] {
@@ -268,6 +271,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting"),
         ],
         "{report:?}"
     );
@@ -316,6 +320,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting"),
         ],
         "{report:?}"
     );
@@ -508,6 +513,7 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting"),
         ],
         "{report:?}"
     );
@@ -622,6 +628,7 @@ async fn upgrade_to_0007_then_dispatch(t: TestDb) {
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting"),
         ],
         "{report:?}"
     );
@@ -715,6 +722,7 @@ async fn upgrade_to_0008_then_dispatch(t: TestDb) {
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting"),
         ],
         "{report:?}"
     );
@@ -794,6 +802,7 @@ async fn upgrade_to_0008_gives_up_behind_a_long_transaction_on_postgres() {
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting"),
         ]
     );
     assert_eq!(index_count(&t.db, "outbox_intents_due_by_tenant").await, 0);
@@ -827,7 +836,8 @@ async fn upgrade_to_0009_then_dispatch(t: TestDb) {
         vec![
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
-            (11, "pinned_function_search_path")
+            (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting")
         ],
         "{report:?}"
     );
@@ -915,7 +925,8 @@ async fn upgrade_to_0009_lets_a_waiting_producer_commit_on_postgres() {
         vec![
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
-            (11, "pinned_function_search_path")
+            (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting")
         ]
     );
     assert_eq!(
@@ -951,7 +962,7 @@ async fn producer_functions(db: &Database) -> Vec<String> {
 }
 
 /// Keys the two key functions derive, for a few inputs (PostgreSQL).
-async fn derived_keys(db: &Database) -> Vec<String> {
+pub(crate) async fn derived_keys(db: &Database) -> Vec<String> {
     let Database::Postgres(pool) = db else {
         unreachable!("a PostgreSQL test database")
     };
@@ -1031,7 +1042,8 @@ async fn upgrade_to_0010_then_dispatch(t: TestDb) {
         report.applied,
         vec![
             (10, "cheaper_producer_functions"),
-            (11, "pinned_function_search_path")
+            (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting")
         ],
         "{report:?}"
     );
@@ -1193,7 +1205,7 @@ async fn upgrade_to_0010_on_postgres() {
 
 /// Every function of outboxd's schema, with its privileges and settings, as
 /// `proname|language|security definer|settings|owner|ACL` (PostgreSQL).
-async fn all_outboxd_functions(db: &Database) -> Vec<String> {
+pub(crate) async fn all_outboxd_functions(db: &Database) -> Vec<String> {
     let Database::Postgres(pool) = db else {
         unreachable!("a PostgreSQL test database")
     };
@@ -1211,7 +1223,7 @@ async fn all_outboxd_functions(db: &Database) -> Vec<String> {
 }
 
 /// Digests the payload digest function computes for a few payloads (PostgreSQL).
-async fn derived_digests(db: &Database) -> Vec<String> {
+pub(crate) async fn derived_digests(db: &Database) -> Vec<String> {
     let Database::Postgres(pool) = db else {
         unreachable!("a PostgreSQL test database")
     };
@@ -1292,12 +1304,48 @@ async fn upgrade_to_0011_then_dispatch(t: TestDb) {
         (Vec::new(), Vec::new(), Vec::new())
     };
 
+    // `outboxd migrate` now refuses a schema holding the plant (it would outbid the
+    // migrations' own calls too): it is moved aside for the upgrade and back after it.
+    let side = support::db::unique_name("obxt_aside");
+    if postgres {
+        let refused = t.db.migrate().await.expect_err("the plant is refused");
+        assert!(
+            refused.to_string().contains("current_setting(unknown)"),
+            "{refused}"
+        );
+        try_exec(&h.db, &format!("CREATE SCHEMA {side}"))
+            .await
+            .unwrap();
+        try_exec(
+            &h.db,
+            &format!("ALTER AGGREGATE current_setting(unknown) SET SCHEMA {side}"),
+        )
+        .await
+        .unwrap();
+    }
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(11, "pinned_function_search_path")],
+        vec![
+            (11, "pinned_function_search_path"),
+            (12, "functions_written_with_qualified_quoting")
+        ],
         "{report:?}"
     );
+    if postgres {
+        try_exec(
+            &h.db,
+            &format!(
+                "DO $$ BEGIN EXECUTE pg_catalog.format('ALTER AGGREGATE {side}.current_setting(unknown) \
+                 SET SCHEMA %I', pg_catalog.current_schema()); END $$"
+            ),
+        )
+        .await
+        .unwrap();
+        try_exec(&h.db, &format!("DROP SCHEMA {side}"))
+            .await
+            .unwrap();
+    }
     assert_eq!(
         scalar(&h.db, "SELECT count(*) FROM outbox_intents").await,
         7

@@ -204,6 +204,22 @@ impl TestDb {
         })
     }
 
+    /// The PostgreSQL schema of this test (`None` on SQLite or for a database of its own).
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// A URL of this test's PostgreSQL database whose sessions search `schemas` (in order).
+    pub fn url_searching(&self, schemas: &[&str]) -> String {
+        let sep = if self.base_url.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        let path = schemas.join("%2C");
+        format!("{}{sep}options=-c%20search_path%3D{path}", self.base_url)
+    }
+
     /// A new pool on the same database, as a restarted process would open.
     pub async fn reopen(&self, max_connections: u32) -> Database {
         connect(&self.url, max_connections)

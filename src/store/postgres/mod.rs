@@ -4,12 +4,14 @@
 //! (statement texts in `claim_sql.rs`), [`crate::store::ReadStore`] in `reads.rs`,
 //! [`crate::store::ConsoleStore`] in `console.rs`, [`crate::store::RetentionStore`] in
 //! `retention.rs`, and the statements of a review change in `review.rs`. Rows become
-//! values in `rows.rs`; the live gauges' replica lock is in `gauges.rs`.
+//! values in `rows.rs`; the live gauges' replica lock is in `gauges.rs`; the statements that
+//! guard a migration run against planted objects in `migrate_guard.rs`.
 
 mod claim_sql;
 mod claims;
 mod console;
 mod gauges;
+pub(crate) mod migrate_guard;
 mod reads;
 mod retention;
 mod review;
