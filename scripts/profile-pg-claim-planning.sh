@@ -20,6 +20,11 @@
 # (generic, table analyzed), and that one with its plan made on the empty table, which is
 # then filled without an ANALYZE (autovacuum off for it).
 #
+# Last, the claim as it ships (decision 0021: generic plan, enable_seqscan and jit off) with
+# its plan made on the empty table, then one tenant's 100,000 pending intents, or those
+# beside 500 tenants of 20 each (the walk starting at the beginning, after the big tenant,
+# or after a small one).
+#
 # The per-action seek is measured for one tenant (t2), the claim walks all five. Any
 # database named outboxd_planning on that server is dropped, at the start and at the end.
 # For a disposable server only: it needs CREATEDB, writes about 250,000 rows, and runs
@@ -111,20 +116,22 @@ for round in $(seq "$ROUNDS"); do
     printf '  %-44s' "one tenant, no walk, no LATERAL:"; median_times "$work/one.sql" text t2
 done
 
-# $1 statement file, $2 plan_cache_mode, $3 SQL run between the first execution and the rest
+# $1 statement file, $2 plan_cache_mode, $3 SQL run between the first execution and the rest,
+# $4 the tenant whose turn it was ($6; '' for the start of the walk)
 kept_plan() {
+    local turn="${4:-}"
     {
         echo "SET plan_cache_mode = $2;"
         echo "PREPARE c(timestamptz, text[], int, text, bigint, text, int, boolean) AS $(cat "$1");"
-        echo "BEGIN; EXPLAIN (ANALYZE, SUMMARY, COSTS OFF) EXECUTE c(now(), '{bench.deliver}', 200, 'profile', 30000, '', 200, false); ROLLBACK;"
+        echo "BEGIN; EXPLAIN (ANALYZE, SUMMARY, COSTS OFF) EXECUTE c(now(), '{bench.deliver}', 200, 'profile', 30000, '$turn', 200, false); ROLLBACK;"
         echo "$3"
         for _ in $(seq 5); do
-            echo "BEGIN; EXPLAIN (ANALYZE, SUMMARY, COSTS OFF) EXECUTE c(now(), '{bench.deliver}', 200, 'profile', 30000, '', 200, false); ROLLBACK;"
+            echo "BEGIN; EXPLAIN (ANALYZE, SUMMARY, COSTS OFF) EXECUTE c(now(), '{bench.deliver}', 200, 'profile', 30000, '$turn', 200, false); ROLLBACK;"
         done
     } | psql -q -v ON_ERROR_STOP=1 "$URL" | gawk '/Planning Time/ {if (n++) p = p " " $3} /Execution Time/ {if (m++) e = e " " $3}
-        /Seq Scan on outbox_intents i_1 \(actual/ {seq++}
+        /Seq Scan on outbox_intents i_1 \(actual/ {seq++} /Seq Scan on outbox_intents/ {any++}
         END { if (m < 2) { print "no timings: the statement failed"; exit 1 }
-              printf "planning%s ms; execution%s ms; executions whose UPDATE scanned the whole table (of six): %d\n", p, e, seq }'
+              printf "planning%s ms; execution%s ms; executions whose UPDATE scanned the whole table (of six): %d; sequential scans of the table in all: %d\n", p, e, seq, any }'
 }
 
 fill="INSERT INTO outbox_intents (tenant, operation_id, action, payload)
@@ -141,3 +148,23 @@ printf '  %-44s' "as shipped, custom (what ships):";     kept_plan "$work/claim.
 printf '  %-44s' "limits as literals, generic, analyzed:"; kept_plan "$work/literal.sql" force_generic_plan ""
 fresh manual
 printf '  %-44s' "literals, generic, made on the empty table:"; kept_plan "$work/literal.sql" force_generic_plan "$fill"
+
+# The claim as it ships since decision 0021: kept prepared on a generic plan, in a
+# transaction that sets what CLAIM_BEGIN_SQL sets. Its plan is made on the empty table.
+shipped="force_generic_plan; SET enable_seqscan = off; SET jit = off"
+skewed="INSERT INTO outbox_intents (tenant, operation_id, action, payload)
+        SELECT 'big', 'op-' || g, 'bench.deliver', jsonb_build_object('n', g, 'note', repeat('x', 160))
+        FROM generate_series(1, 100000) g;
+        INSERT INTO outbox_intents (tenant, operation_id, action, payload)
+        SELECT 's' || lpad((g % 500)::text, 3, '0'), 'op-' || g, 'bench.deliver',
+               jsonb_build_object('n', g, 'note', repeat('x', 160))
+        FROM generate_series(1, 10000) g;"
+echo "kept plans as shipped (decision 0021), made on the empty table, then filled"
+fresh manual
+printf '  %-44s' "one tenant, 200,000 rows, 100,000 pending:"; kept_plan "$work/claim.sql" "$shipped" "$fill"
+fresh manual
+printf '  %-44s' "100,000 of one tenant, 500 x 20, from start:"; kept_plan "$work/claim.sql" "$shipped" "$skewed"
+fresh manual
+printf '  %-44s' "the same, turn after the big tenant:"; kept_plan "$work/claim.sql" "$shipped" "$skewed" big
+fresh manual
+printf '  %-44s' "the same, turn after a small tenant:"; kept_plan "$work/claim.sql" "$shipped" "$skewed" s250
