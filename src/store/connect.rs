@@ -94,6 +94,16 @@ pub enum ConnectError {
         #[source]
         source: sqlx::Error,
     },
+    /// The sessions' `search_path` names `pg_catalog` after another schema.
+    #[error("database {url}: its sessions search {path}, and outboxd's statements need pg_catalog searched first (a call that fits a built-in exactly takes it only then; a function of the same name and argument types in {first} would run instead, with outboxd's rights); leave pg_catalog out of search_path (it is then searched first) or list it first")]
+    CatalogNotFirst {
+        /// The URL with any password removed.
+        url: String,
+        /// The schema searched first.
+        first: String,
+        /// The schemas searched, in order.
+        path: String,
+    },
     /// The daemon's pool could not be filled (`database.max_connections` more than the
     /// server grants).
     #[error("database {url}: opened {open} of the {wanted} connections of database.max_connections within the connect timeout (last error: {source}); lower database.max_connections, or on PostgreSQL raise the server's max_connections or this role's connection limit")]
@@ -244,7 +254,22 @@ async fn open(
                 .connect_with(options)
                 .await
                 .map_err(open_err)?;
-            Ok(Database::Postgres(pool))
+            let (first, path): (Option<String>, Option<String>) =
+                sqlx::query_as(super::postgres::FIRST_SEARCHED_SCHEMA_SQL)
+                    .fetch_one(&pool)
+                    .await
+                    .map_err(open_err)?;
+            match first {
+                Some(first) if first != "pg_catalog" => {
+                    pool.close().await;
+                    Err(ConnectError::CatalogNotFirst {
+                        url: redact_url(&url),
+                        first,
+                        path: path.unwrap_or_default(),
+                    })
+                }
+                _ => Ok(Database::Postgres(pool)),
+            }
         }
         DatabaseUrl::Sqlite(url) => {
             let options = SqliteConnectOptions::from_str(&url)

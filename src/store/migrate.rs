@@ -201,7 +201,7 @@ pub enum MigrateError {
         objects: Vec<String>,
     },
     /// Roles other than the owner may create objects in the schema while it is migrated.
-    #[error("refusing to migrate schema {schema}: roles other than its owner and the migrating role may create objects in it ({}), and a function one of them created while the migrations run could run with the migrating role's rights; revoke it (REVOKE CREATE ON SCHEMA {schema} FROM {}) and migrate again, or pass --allow-schema-creators to `outboxd migrate` to accept that risk", roles.join(", "), roles.join(", "))]
+    #[error("refusing to migrate schema {schema}: roles other than the migrating role may create objects in it ({}), and a function one of them created while the migrations run could run with the migrating role's rights; revoke their privilege (REVOKE CREATE ON SCHEMA {schema} FROM {}; a role that owns the schema, or is a member of its owner, may create there anyway: migrate as the owner, or make the migrating role the owner), or pass --allow-schema-creators to `outboxd migrate` to accept that risk", roles.join(", "), roles.join(", "))]
     SchemaCreators {
         /// The schema being migrated.
         schema: String,
@@ -382,15 +382,19 @@ pub async fn migrate_postgres_with(
 /// triggers search pg_catalog only, but the daemon's sessions (and producers' with the
 /// schema on their search_path) still search it, so an object such a role creates there
 /// (a function or aggregate that outbids a built-in) can run with their rights: outboxd
-/// warns about each one (docs/producers.md, "Privileges on PostgreSQL"). The grantee is
-/// compared with an `oid`, not an integer literal, so that no operator `oid = int4`
-/// created there can take the built-in's place in this very check.
+/// warns about each one (docs/producers.md, "Privileges on PostgreSQL"). Every name and
+/// operator is `pg_catalog`'s, so that nothing created in a schema on the session's path
+/// (even one listed ahead of `pg_catalog`) takes part in this very check; the grantee is
+/// compared with an `oid`, not an integer literal.
 pub async fn postgres_schema_creators(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar(
-        "SELECT CASE a.grantee WHEN 0::pg_catalog.oid THEN 'PUBLIC' ELSE a.grantee::regrole::text END \
-           FROM pg_namespace n, aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a \
-          WHERE n.nspname = current_schema() AND a.privilege_type = 'CREATE' \
-            AND a.grantee <> n.nspowner \
+        "SELECT CASE a.grantee WHEN 0::pg_catalog.oid THEN 'PUBLIC' \
+                ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END \
+           FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(coalesce(n.nspacl, \
+                pg_catalog.acldefault('n'::pg_catalog.\"char\", n.nspowner))) a \
+          WHERE n.nspname OPERATOR(pg_catalog.=) pg_catalog.current_schema() \
+            AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text \
+            AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner \
           ORDER BY 1",
     )
     .fetch_all(pool)

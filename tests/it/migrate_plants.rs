@@ -217,7 +217,7 @@ async fn migrate_refuses_while_other_roles_may_create_in_the_schema() {
     let stderr = cli.fails(&["migrate"]).await;
     assert!(
         stderr.contains(&format!(
-            "refusing to migrate schema {schema}: roles other than its owner and the migrating role may create objects in it (PUBLIC)"
+            "refusing to migrate schema {schema}: roles other than the migrating role may create objects in it (PUBLIC)"
         )) && stderr.contains(&format!("REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC"))
             && stderr.contains("--allow-schema-creators"),
         "{stderr}"
@@ -305,4 +305,108 @@ async fn migrate_refuses_objects_of_other_roles_in_outboxd_names() {
         "{err}"
     );
     assert_eq!(planted_calls(pool, &schema).await, Vec::<String>::new());
+}
+
+/// A role that owns an extension may add its own function to it (`ALTER EXTENSION … ADD`):
+/// such a member is still refused; only members a superuser owns are left out.
+#[tokio::test]
+async fn migrate_refuses_a_plant_added_to_an_extension() {
+    let Some(own) = TestDb::postgres_own_database().await else {
+        return;
+    };
+    let admin = pg(&own.db);
+    // Roles are the server's; this one is shared by every run and has no login.
+    exec(
+        admin,
+        [
+            "DO $$ BEGIN CREATE ROLE outboxd_it_planter NOLOGIN; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+                .to_owned(),
+            "CREATE SCHEMA fresh".to_owned(),
+            "CREATE SCHEMA ext".to_owned(),
+            "CREATE EXTENSION tcn SCHEMA ext".to_owned(),
+        ],
+    )
+    .await;
+    exec(admin, plants("fresh").into_iter().take(2)).await;
+    exec(
+        admin,
+        [
+            "ALTER FUNCTION fresh.convert_to(text, text) OWNER TO outboxd_it_planter".to_owned(),
+            "ALTER EXTENSION tcn ADD FUNCTION fresh.convert_to(text, text)".to_owned(),
+        ],
+    )
+    .await;
+    let sep = if own.url.contains('?') { '&' } else { '?' };
+    let url = format!("{}{sep}options=-c%20search_path%3Dfresh", own.url);
+    let db = outboxd::store::connect(&url, 2).await.unwrap();
+    let err = migrate_postgres(pg(&db)).await.unwrap_err();
+    db.close().await;
+    assert!(
+        matches!(&err, MigrateError::ShadowingObjects { objects, .. }
+                 if objects == &["function convert_to(text,text)"]),
+        "{err}"
+    );
+    assert_eq!(planted_calls(admin, "fresh").await, Vec::<String>::new());
+}
+
+/// A role that may act as the schema's owner (a member of the owning role) may create
+/// objects there whatever the grants say: it is named like a grantee, and the run refuses.
+#[tokio::test]
+async fn migrate_refuses_while_members_of_the_owner_may_create_in_the_schema() {
+    let Some(t) = TestDb::postgres_at(expected_version() - 1).await else {
+        return;
+    };
+    let pool = pg(&t.db);
+    let schema = t.schema().unwrap().to_owned();
+    // Roles are the server's; these are shared by every run (the member's login is never
+    // used: it only has to be able to log in).
+    exec(
+        pool,
+        [
+            "DO $$ BEGIN CREATE ROLE outboxd_it_schema_owner NOLOGIN; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+                .to_owned(),
+            "DO $$ BEGIN CREATE ROLE outboxd_it_owner_member LOGIN IN ROLE outboxd_it_schema_owner; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+                .to_owned(),
+            format!("ALTER SCHEMA {schema} OWNER TO outboxd_it_schema_owner"),
+        ],
+    )
+    .await;
+    let err = migrate_postgres(pool).await.unwrap_err();
+    assert!(
+        matches!(&err, MigrateError::SchemaCreators { roles, .. }
+                 if roles == &["outboxd_it_owner_member"]),
+        "{err}"
+    );
+    assert_eq!(
+        current_version_postgres(pool).await.unwrap(),
+        expected_version() - 1
+    );
+}
+
+/// A session whose search_path names pg_catalog after another schema would let a function
+/// of a built-in's very name and argument types there run in place of it, in any statement
+/// of outboxd's: every command refuses to open such a database, naming the path.
+#[tokio::test]
+async fn a_search_path_with_pg_catalog_after_another_schema_is_refused() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let schema = t.schema().unwrap().to_owned();
+    let err = outboxd::store::connect(&t.url_searching(&[&schema, "pg_catalog"]), 2)
+        .await
+        .err()
+        .expect("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("its sessions search {schema}, pg_catalog"))
+            && text.contains("pg_catalog searched first"),
+        "{text}"
+    );
+    let first = outboxd::store::connect(&t.url_searching(&["pg_catalog", &schema]), 2)
+        .await
+        .unwrap();
+    first.close().await;
 }

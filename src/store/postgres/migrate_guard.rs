@@ -29,7 +29,10 @@ pub const PIN_SEARCH_PATH_SQL: &str = "SELECT s, pg_catalog.set_config('search_p
 /// other argument types (one with the very same types loses to `pg_catalog`, searched
 /// first). Also any function named like one of outboxd's (`$1`) that the migrating role
 /// does not own: an overload another role created beside outboxd's own. Objects of an
-/// installed extension are left out (its script is the extension's, not a role's).
+/// installed extension that a superuser owns are left out (an extension's script creates
+/// them; a trusted extension's, installed by any role, as the bootstrap superuser). Another
+/// role's function added to an extension (`ALTER EXTENSION … ADD`, open to the
+/// extension's owner) is not.
 const SHADOWING_OBJECTS_SQL: &str = "\
 WITH target AS (
     SELECT n.oid FROM pg_catalog.pg_namespace n
@@ -37,15 +40,17 @@ WITH target AS (
 builtin AS (SELECT 'pg_catalog'::pg_catalog.regnamespace::pg_catalog.oid AS oid),
 me AS (
     SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER),
+superusers AS (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolsuper),
 extension_members AS (
     SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
      WHERE d.deptype OPERATOR(pg_catalog.=) 'e'::pg_catalog.\"char\")
 SELECT 'function ' OPERATOR(pg_catalog.||) p.oid::pg_catalog.regprocedure::pg_catalog.text
   FROM pg_catalog.pg_proc p, target, builtin, me
  WHERE p.pronamespace OPERATOR(pg_catalog.=) target.oid
-   AND NOT EXISTS (SELECT 1 FROM extension_members e
-                    WHERE e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
-                      AND e.objid OPERATOR(pg_catalog.=) p.oid)
+   AND NOT (p.proowner OPERATOR(pg_catalog.=) ANY (SELECT oid FROM superusers)
+            AND EXISTS (SELECT 1 FROM extension_members e
+                         WHERE e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
+                           AND e.objid OPERATOR(pg_catalog.=) p.oid))
    AND ((EXISTS (SELECT 1 FROM pg_catalog.pg_proc b
                   WHERE b.pronamespace OPERATOR(pg_catalog.=) builtin.oid
                     AND b.proname OPERATOR(pg_catalog.=) p.proname)
@@ -59,9 +64,10 @@ UNION ALL
 SELECT 'operator ' OPERATOR(pg_catalog.||) o.oid::pg_catalog.regoperator::pg_catalog.text
   FROM pg_catalog.pg_operator o, target, builtin
  WHERE o.oprnamespace OPERATOR(pg_catalog.=) target.oid
-   AND NOT EXISTS (SELECT 1 FROM extension_members e
-                    WHERE e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass::pg_catalog.oid
-                      AND e.objid OPERATOR(pg_catalog.=) o.oid)
+   AND NOT (o.oprowner OPERATOR(pg_catalog.=) ANY (SELECT oid FROM superusers)
+            AND EXISTS (SELECT 1 FROM extension_members e
+                         WHERE e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass::pg_catalog.oid
+                           AND e.objid OPERATOR(pg_catalog.=) o.oid))
    AND EXISTS (SELECT 1 FROM pg_catalog.pg_operator b
                 WHERE b.oprnamespace OPERATOR(pg_catalog.=) builtin.oid
                   AND b.oprname OPERATOR(pg_catalog.=) o.oprname)
@@ -72,19 +78,29 @@ SELECT 'operator ' OPERATOR(pg_catalog.||) o.oid::pg_catalog.regoperator::pg_cat
                       AND b.oprright OPERATOR(pg_catalog.=) o.oprright)
 ORDER BY 1";
 
-/// Roles other than the schema's owner and the migrating role that may create objects in
-/// the current schema (`PUBLIC` for every role): each could plant a function while the
-/// migrations run, after the check above.
+/// Roles other than the migrating role that may create objects in the current schema: the
+/// grantees of CREATE other than its owner (`PUBLIC` for every role), and every role that
+/// may log in and act as the owner (the owner itself, its members; for a schema owned by
+/// `pg_database_owner`, such as `public`, the database's owner and its members), superusers
+/// aside. Each could plant a function while the migrations run, after the check above.
 const OTHER_CREATORS_SQL: &str = "\
+WITH target AS (
+    SELECT n.nspowner, n.nspacl FROM pg_catalog.pg_namespace n
+     WHERE n.nspname OPERATOR(pg_catalog.=) pg_catalog.current_schema())
 SELECT CASE a.grantee WHEN 0::pg_catalog.oid THEN 'PUBLIC'
        ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END
-  FROM pg_catalog.pg_namespace n,
-       pg_catalog.aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n'::pg_catalog.\"char\", n.nspowner))) a
- WHERE n.nspname OPERATOR(pg_catalog.=) pg_catalog.current_schema()
-   AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text
-   AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+  FROM target,
+       pg_catalog.aclexplode(coalesce(target.nspacl, pg_catalog.acldefault('n'::pg_catalog.\"char\", target.nspowner))) a
+ WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text
+   AND a.grantee OPERATOR(pg_catalog.<>) target.nspowner
    AND a.grantee OPERATOR(pg_catalog.<>) ALL (SELECT r.oid FROM pg_catalog.pg_roles r
                                      WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+UNION
+SELECT r.rolname::pg_catalog.text
+  FROM target, pg_catalog.pg_roles r
+ WHERE r.rolcanlogin AND NOT r.rolsuper
+   AND r.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+   AND pg_catalog.pg_has_role(r.oid, target.nspowner, 'MEMBER'::pg_catalog.text)
  ORDER BY 1";
 
 /// The owner of a relation named like outboxd's bookkeeping table when it is not the
@@ -104,7 +120,8 @@ pub struct SchemaThreats {
     /// Objects that could take a built-in's (or outboxd's own) place, as PostgreSQL names
     /// them (`function convert_to(text,text)`).
     pub shadowing: Vec<String>,
-    /// Roles that could create such an object while the run goes on.
+    /// Roles other than the migrating one that could create such an object while the run
+    /// goes on.
     pub creators: Vec<String>,
 }
 

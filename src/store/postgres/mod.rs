@@ -21,6 +21,15 @@ pub use review::append_audit_on;
 
 use sqlx::PgPool;
 
+/// The first schema a session searches (its own temporary schema aside), and its whole
+/// path, as `current_schemas(true)` lists it: `pg_catalog` unless the session's
+/// `search_path` names it after another schema. Every name here is `pg_catalog`'s.
+pub(crate) const FIRST_SEARCHED_SCHEMA_SQL: &str = "SELECT u.s::pg_catalog.text, \
+     pg_catalog.array_to_string(pg_catalog.current_schemas(true), ', '::pg_catalog.text) \
+     FROM pg_catalog.unnest(pg_catalog.current_schemas(true)) WITH ORDINALITY AS u(s, n) \
+     WHERE NOT pg_catalog.starts_with(u.s::pg_catalog.text, 'pg_temp'::pg_catalog.text) \
+     ORDER BY u.n LIMIT 1";
+
 /// The schema of the `outbox_intents` a session resolves (its `search_path`): what every
 /// wake-up notification names (migration 0007; the insert trigger sends
 /// `TG_TABLE_SCHEMA`, the same schema), and what a dispatcher compares them with. The
