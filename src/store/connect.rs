@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{PgPool, SqlitePool};
+use sqlx::{Connection, PgConnection, PgPool, SqlitePool};
 
 use super::migrate::{self, MigrateError, MigrateReport};
 
@@ -95,15 +95,8 @@ pub enum ConnectError {
         source: sqlx::Error,
     },
     /// The sessions' `search_path` names `pg_catalog` after another schema.
-    #[error("database {url}: its sessions search {path}, and outboxd's statements need pg_catalog searched first (a call that fits a built-in exactly takes it only then; a function of the same name and argument types in {first} would run instead, with outboxd's rights); leave pg_catalog out of search_path (it is then searched first) or list it first")]
-    CatalogNotFirst {
-        /// The URL with any password removed.
-        url: String,
-        /// The schema searched first.
-        first: String,
-        /// The schemas searched, in order.
-        path: String,
-    },
+    #[error(transparent)]
+    CatalogNotFirst(#[from] CatalogNotFirst),
     /// The daemon's pool could not be filled (`database.max_connections` more than the
     /// server grants).
     #[error("database {url}: opened {open} of the {wanted} connections of database.max_connections within the connect timeout (last error: {source}); lower database.max_connections, or on PostgreSQL raise the server's max_connections or this role's connection limit")]
@@ -118,6 +111,34 @@ pub enum ConnectError {
         #[source]
         source: sqlx::Error,
     },
+}
+
+/// A PostgreSQL session's `search_path` names `pg_catalog` after another schema.
+#[derive(Debug, thiserror::Error)]
+#[error("database {url}: its sessions' search_path is {path}, and outboxd's statements need pg_catalog searched first (a call that fits a built-in exactly takes it only then; a function of the same name and argument types in a schema ahead of it would run instead, with outboxd's rights); leave pg_catalog out of search_path (it is then searched first) or list it first")]
+pub struct CatalogNotFirst {
+    /// The URL with any password removed.
+    pub url: String,
+    /// The `search_path` setting as the server reports it.
+    pub path: String,
+}
+
+/// Checked on every new PostgreSQL connection, before the pool hands it out (a path set
+/// with `ALTER ROLE … SET` after the daemon started is caught on its next connection).
+async fn refuse_catalog_not_first(
+    conn: &mut sqlx::PgConnection,
+    url: String,
+) -> Result<(), sqlx::Error> {
+    let path: String = sqlx::query_scalar(super::postgres::SEARCH_PATH_SQL)
+        .fetch_one(&mut *conn)
+        .await?;
+    if super::postgres::catalog_not_first(&path) {
+        return Err(sqlx::Error::Configuration(Box::new(CatalogNotFirst {
+            url,
+            path,
+        })));
+    }
+    Ok(())
 }
 
 /// Hides every password in a database URL for error messages and logs: the userinfo
@@ -246,7 +267,26 @@ async fn open(
                 options = options.options([("idle_in_transaction_session_timeout", millis)]);
             }
             let (idle, lifetime) = role.expiry();
+            // Once on a connection of its own first: an error in the pool's hook below only
+            // shows as the pool's timeout.
+            let mut first = PgConnection::connect_with(&options)
+                .await
+                .map_err(open_err)?;
+            let checked = refuse_catalog_not_first(&mut first, redact_url(&url)).await;
+            let _ = first.close().await;
+            checked.map_err(|e| match e {
+                sqlx::Error::Configuration(inner) => match inner.downcast::<CatalogNotFirst>() {
+                    Ok(refused) => ConnectError::CatalogNotFirst(*refused),
+                    Err(inner) => open_err(sqlx::Error::Configuration(inner)),
+                },
+                e => open_err(e),
+            })?;
+            let checked_url = redact_url(&url);
             let pool = PgPoolOptions::new()
+                .after_connect(move |conn, _| {
+                    let url = checked_url.clone();
+                    Box::pin(async move { refuse_catalog_not_first(conn, url).await })
+                })
                 .max_connections(max_connections.max(2))
                 .idle_timeout(idle)
                 .max_lifetime(lifetime)
@@ -254,22 +294,7 @@ async fn open(
                 .connect_with(options)
                 .await
                 .map_err(open_err)?;
-            let (first, path): (Option<String>, Option<String>) =
-                sqlx::query_as(super::postgres::FIRST_SEARCHED_SCHEMA_SQL)
-                    .fetch_one(&pool)
-                    .await
-                    .map_err(open_err)?;
-            match first {
-                Some(first) if first != "pg_catalog" => {
-                    pool.close().await;
-                    Err(ConnectError::CatalogNotFirst {
-                        url: redact_url(&url),
-                        first,
-                        path: path.unwrap_or_default(),
-                    })
-                }
-                _ => Ok(Database::Postgres(pool)),
-            }
+            Ok(Database::Postgres(pool))
         }
         DatabaseUrl::Sqlite(url) => {
             let options = SqliteConnectOptions::from_str(&url)

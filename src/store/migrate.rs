@@ -190,7 +190,7 @@ pub enum MigrateError {
     #[error("database error while migrating: {0}")]
     Database(#[from] sqlx::Error),
     /// The session's `search_path` names no schema that exists.
-    #[error("the database session's search_path names no schema that exists, so there is nowhere to create outboxd's tables; set search_path (for example with options=-c search_path=outbox in the URL) to an existing schema")]
+    #[error("the database session's search_path names no schema that exists and the role may use (other than pg_catalog), so there is nowhere to create outboxd's tables; set search_path (for example with options=-c search_path=outbox in the URL) to an existing schema")]
     NoSchema,
     /// The schema holds objects that could run in the migrations' statements.
     #[error("refusing to migrate schema {schema}: it holds {} that could run with the migrating role's rights in place of a built-in (or of outboxd's own function) called by the migrations: {}; drop them or move them to another schema, then migrate again", if objects.len() == 1 { "an object" } else { "objects" }, objects.join(", "))]
@@ -201,7 +201,7 @@ pub enum MigrateError {
         objects: Vec<String>,
     },
     /// Roles other than the owner may create objects in the schema while it is migrated.
-    #[error("refusing to migrate schema {schema}: roles other than the migrating role may create objects in it ({}), and a function one of them created while the migrations run could run with the migrating role's rights; revoke their privilege (REVOKE CREATE ON SCHEMA {schema} FROM {}; a role that owns the schema, or is a member of its owner, may create there anyway: migrate as the owner, or make the migrating role the owner), or pass --allow-schema-creators to `outboxd migrate` to accept that risk", roles.join(", "), roles.join(", "))]
+    #[error("refusing to migrate schema {schema}: roles other than the migrating role may create objects in it ({}), and a function one of them created while the migrations run could run with the migrating role's rights; take away what lets each (a grantee: REVOKE CREATE ON SCHEMA {schema} FROM the role; a role that may act as the owner: revoke its membership, or make the migrating role the schema's owner; CREATEROLE: ALTER ROLE … NOCREATEROLE) and migrate again, or pass --allow-schema-creators to `outboxd migrate` to accept that risk (a function created during the run is still found before the commit and undoes the run, but what it did outside the transaction stays done)", roles.join(", "))]
     SchemaCreators {
         /// The schema being migrated.
         schema: String,
@@ -343,14 +343,13 @@ pub async fn migrate_postgres_with(
             .fetch_all(&mut *tx)
             .await?;
     check_applied(POSTGRES, &applied)?;
-    if pending(POSTGRES, &applied, target).next().is_some() {
+    if schema == "pg_catalog" {
+        return Err(MigrateError::NoSchema);
+    }
+    let any_pending = pending(POSTGRES, &applied, target).next().is_some();
+    if any_pending {
         let threats = migrate_guard::schema_threats(&mut tx, OUTBOXD_FUNCTIONS).await?;
-        if !threats.shadowing.is_empty() {
-            return Err(MigrateError::ShadowingObjects {
-                schema,
-                objects: threats.shadowing,
-            });
-        }
+        refuse_shadowing(&schema, threats.shadowing)?;
         if !threats.creators.is_empty() && !options.allow_schema_creators {
             return Err(MigrateError::SchemaCreators {
                 schema,
@@ -360,6 +359,12 @@ pub async fn migrate_postgres_with(
     }
     let mut report = MigrateReport::default();
     for m in pending(POSTGRES, &applied, target) {
+        // Again before each migration and before the commit: a function another
+        // transaction created (committed) while this run waited undoes the whole run,
+        // whatever it did inside it (a CREATE in flight when the check above ran was
+        // not visible to it, and a REVOKE does not stop it).
+        let threats = migrate_guard::schema_threats(&mut tx, OUTBOXD_FUNCTIONS).await?;
+        refuse_shadowing(&schema, threats.shadowing)?;
         tracing::info!(version = m.version, name = m.name, "applying migration");
         sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
         sqlx::query(
@@ -372,9 +377,25 @@ pub async fn migrate_postgres_with(
         .await?;
         report.applied.push((m.version, m.name));
     }
+    if any_pending {
+        let threats = migrate_guard::schema_threats(&mut tx, OUTBOXD_FUNCTIONS).await?;
+        refuse_shadowing(&schema, threats.shadowing)?;
+    }
     tx.commit().await?;
     report.version = highest_version(&applied, &report);
     Ok(report)
+}
+
+/// The refusal of a schema holding `objects` (none: no refusal). Returning it rolls the
+/// run's transaction back.
+fn refuse_shadowing(schema: &str, objects: Vec<String>) -> Result<(), MigrateError> {
+    if objects.is_empty() {
+        return Ok(());
+    }
+    Err(MigrateError::ShadowingObjects {
+        schema: schema.to_owned(),
+        objects,
+    })
 }
 
 /// Roles other than its owner that may create objects in the current schema (`PUBLIC`

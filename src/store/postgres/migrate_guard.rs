@@ -20,8 +20,13 @@ use sqlx::{PgConnection, Postgres, Transaction};
 /// names no schema that exists. Other schemas on the session's path (`public`, `$user`)
 /// are then no longer searched; `pg_catalog` still is, first, and `pg_temp` holds only
 /// this session's own objects.
+///
+/// It also turns JIT compilation off for the transaction: the guard's catalog reads are
+/// estimated costly enough on a catalog bloated by many created and dropped functions to be
+/// compiled, which took about 450 ms per read where running them takes a few.
 pub const PIN_SEARCH_PATH_SQL: &str = "SELECT s, pg_catalog.set_config('search_path', \
      pg_catalog.quote_ident(s), true) IS NOT NULL \
+     AND pg_catalog.set_config('jit'::pg_catalog.text, 'off'::pg_catalog.text, true) IS NOT NULL \
      FROM (SELECT pg_catalog.current_schema()::pg_catalog.text AS s) AS current";
 
 /// The functions, aggregates and operators in the current schema that could take a
@@ -37,20 +42,19 @@ const SHADOWING_OBJECTS_SQL: &str = "\
 WITH target AS (
     SELECT n.oid FROM pg_catalog.pg_namespace n
      WHERE n.nspname OPERATOR(pg_catalog.=) pg_catalog.current_schema()),
-builtin AS (SELECT 'pg_catalog'::pg_catalog.regnamespace::pg_catalog.oid AS oid),
+builtin AS (SELECT n.oid FROM pg_catalog.pg_namespace n
+             WHERE n.nspname OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.name),
 me AS (
     SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER),
-superusers AS (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolsuper),
-extension_members AS (
-    SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
-     WHERE d.deptype OPERATOR(pg_catalog.=) 'e'::pg_catalog.\"char\")
+superusers AS (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolsuper)
 SELECT 'function ' OPERATOR(pg_catalog.||) p.oid::pg_catalog.regprocedure::pg_catalog.text
   FROM pg_catalog.pg_proc p, target, builtin, me
  WHERE p.pronamespace OPERATOR(pg_catalog.=) target.oid
    AND NOT (p.proowner OPERATOR(pg_catalog.=) ANY (SELECT oid FROM superusers)
-            AND EXISTS (SELECT 1 FROM extension_members e
+            AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend e
                          WHERE e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
-                           AND e.objid OPERATOR(pg_catalog.=) p.oid))
+                           AND e.objid OPERATOR(pg_catalog.=) p.oid
+                           AND e.deptype OPERATOR(pg_catalog.=) 'e'::pg_catalog.\"char\"))
    AND ((EXISTS (SELECT 1 FROM pg_catalog.pg_proc b
                   WHERE b.pronamespace OPERATOR(pg_catalog.=) builtin.oid
                     AND b.proname OPERATOR(pg_catalog.=) p.proname)
@@ -65,9 +69,10 @@ SELECT 'operator ' OPERATOR(pg_catalog.||) o.oid::pg_catalog.regoperator::pg_cat
   FROM pg_catalog.pg_operator o, target, builtin
  WHERE o.oprnamespace OPERATOR(pg_catalog.=) target.oid
    AND NOT (o.oprowner OPERATOR(pg_catalog.=) ANY (SELECT oid FROM superusers)
-            AND EXISTS (SELECT 1 FROM extension_members e
+            AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend e
                          WHERE e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass::pg_catalog.oid
-                           AND e.objid OPERATOR(pg_catalog.=) o.oid))
+                           AND e.objid OPERATOR(pg_catalog.=) o.oid
+                           AND e.deptype OPERATOR(pg_catalog.=) 'e'::pg_catalog.\"char\"))
    AND EXISTS (SELECT 1 FROM pg_catalog.pg_operator b
                 WHERE b.oprnamespace OPERATOR(pg_catalog.=) builtin.oid
                   AND b.oprname OPERATOR(pg_catalog.=) o.oprname)
@@ -81,8 +86,11 @@ ORDER BY 1";
 /// Roles other than the migrating role that may create objects in the current schema: the
 /// grantees of CREATE other than its owner (`PUBLIC` for every role), and every role that
 /// may log in and act as the owner (the owner itself, its members; for a schema owned by
-/// `pg_database_owner`, such as `public`, the database's owner and its members), superusers
-/// aside. Each could plant a function while the migrations run, after the check above.
+/// `pg_database_owner`, such as `public`, the database's owner and its members), and before
+/// PostgreSQL 16 every role with CREATEROLE when a non-superuser owns the schema (it may
+/// grant itself membership in the owner), superusers aside; each named as `quote_ident`
+/// writes it, with what lets it. Each could plant a function while the migrations run,
+/// after the check above.
 const OTHER_CREATORS_SQL: &str = "\
 WITH target AS (
     SELECT n.nspowner, n.nspacl FROM pg_catalog.pg_namespace n
@@ -96,11 +104,21 @@ SELECT CASE a.grantee WHEN 0::pg_catalog.oid THEN 'PUBLIC'
    AND a.grantee OPERATOR(pg_catalog.<>) ALL (SELECT r.oid FROM pg_catalog.pg_roles r
                                      WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
 UNION
-SELECT r.rolname::pg_catalog.text
+SELECT pg_catalog.quote_ident(r.rolname::pg_catalog.text) OPERATOR(pg_catalog.||)
+       CASE WHEN pg_catalog.pg_has_role(r.oid, target.nspowner, 'MEMBER'::pg_catalog.text)
+            THEN ' (may act as the owner, '::pg_catalog.text OPERATOR(pg_catalog.||)
+                 target.nspowner::pg_catalog.regrole::pg_catalog.text OPERATOR(pg_catalog.||) ')'::pg_catalog.text
+            ELSE ' (CREATEROLE: may make itself a member of the owner, '::pg_catalog.text OPERATOR(pg_catalog.||)
+                 target.nspowner::pg_catalog.regrole::pg_catalog.text OPERATOR(pg_catalog.||) ')'::pg_catalog.text END
   FROM target, pg_catalog.pg_roles r
  WHERE r.rolcanlogin AND NOT r.rolsuper
    AND r.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-   AND pg_catalog.pg_has_role(r.oid, target.nspowner, 'MEMBER'::pg_catalog.text)
+   AND (pg_catalog.pg_has_role(r.oid, target.nspowner, 'MEMBER'::pg_catalog.text)
+        OR (r.rolcreaterole
+            AND pg_catalog.current_setting('server_version_num'::pg_catalog.text)::pg_catalog.int4
+                OPERATOR(pg_catalog.<) 160000
+            AND NOT (SELECT o.rolsuper FROM pg_catalog.pg_roles o
+                      WHERE o.oid OPERATOR(pg_catalog.=) target.nspowner)))
  ORDER BY 1";
 
 /// The owner of a relation named like outboxd's bookkeeping table when it is not the

@@ -21,14 +21,48 @@ pub use review::append_audit_on;
 
 use sqlx::PgPool;
 
-/// The first schema a session searches (its own temporary schema aside), and its whole
-/// path, as `current_schemas(true)` lists it: `pg_catalog` unless the session's
-/// `search_path` names it after another schema. Every name here is `pg_catalog`'s.
-pub(crate) const FIRST_SEARCHED_SCHEMA_SQL: &str = "SELECT u.s::pg_catalog.text, \
-     pg_catalog.array_to_string(pg_catalog.current_schemas(true), ', '::pg_catalog.text) \
-     FROM pg_catalog.unnest(pg_catalog.current_schemas(true)) WITH ORDINALITY AS u(s, n) \
-     WHERE NOT pg_catalog.starts_with(u.s::pg_catalog.text, 'pg_temp'::pg_catalog.text) \
-     ORDER BY u.n LIMIT 1";
+/// The session's `search_path` setting as written (not as resolved: a schema the role may
+/// not use yet, or that does not exist yet, is left out of `current_schemas`, and could be
+/// granted or created later under a session that passed the check).
+pub(crate) const SEARCH_PATH_SQL: &str =
+    "SELECT pg_catalog.current_setting('search_path'::pg_catalog.text)";
+
+/// The entries of a `search_path` setting, in order, as PostgreSQL reads them: split at
+/// commas outside double quotes, unquoted names folded to lower case, `""` inside quotes
+/// one `"`.
+pub fn search_path_entries(setting: &str) -> Vec<String> {
+    let mut entries = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    let mut chars = setting.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                chars.next();
+                current.push('"');
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => entries.push(std::mem::take(&mut current)),
+            c if quoted => current.push(c),
+            c if c.is_whitespace() => {}
+            c => current.extend(c.to_lowercase()),
+        }
+    }
+    entries.push(current);
+    entries.retain(|e| !e.is_empty());
+    entries
+}
+
+/// Whether a `search_path` setting names `pg_catalog` after a schema other than `pg_temp`:
+/// then a function of a built-in's very name and argument types in that schema runs in
+/// place of the built-in.
+pub fn catalog_not_first(setting: &str) -> bool {
+    let entries = search_path_entries(setting);
+    match entries.iter().position(|e| e == "pg_catalog") {
+        None => false,
+        Some(at) => entries[..at].iter().any(|e| e != "pg_temp"),
+    }
+}
 
 /// The schema of the `outbox_intents` a session resolves (its `search_path`): what every
 /// wake-up notification names (migration 0007; the insert trigger sends
@@ -88,5 +122,40 @@ impl PgStore {
     /// The underlying pool.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{catalog_not_first, search_path_entries};
+
+    #[test]
+    fn search_path_entries_are_read_as_postgresql_reads_them() {
+        assert_eq!(
+            search_path_entries(r#""$user", Public, "My ""Sch"", ema",pg_catalog"#),
+            ["$user", "public", r#"My "Sch", ema"#, "pg_catalog"]
+        );
+        assert_eq!(search_path_entries(""), Vec::<String>::new());
+    }
+
+    #[test]
+    fn pg_catalog_must_come_before_every_schema_but_pg_temp() {
+        for ok in [
+            "outbox",
+            "pg_catalog, outbox",
+            "pg_temp, PG_CATALOG, outbox",
+            "\"$user\", public",
+        ] {
+            assert!(!catalog_not_first(ok), "{ok}");
+        }
+        for refused in [
+            "outbox, pg_catalog",
+            "missing,pg_catalog,outbox",
+            "\"$user\", PG_Catalog",
+        ] {
+            assert!(catalog_not_first(refused), "{refused}");
+        }
+        // A quoted name is not folded: "PG_CATALOG" is another (impossible) schema.
+        assert!(!catalog_not_first("\"PG_CATALOG\", outbox"));
     }
 }
