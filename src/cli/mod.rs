@@ -36,8 +36,8 @@ pub enum Command {
     },
     /// Apply pending schema migrations and exit.
     Migrate {
-        /// PostgreSQL: migrate although roles other than the schema's owner and the
-        /// migrating role may create objects in it (a function one of them creates during
+        /// PostgreSQL: migrate although roles other than the migrating role may create
+        /// objects in the schema (a function one of them creates during
         /// the run could run with the migrating role's rights). Without it, the run refuses
         /// and names the roles.
         #[arg(long)]

@@ -8,9 +8,9 @@
 //!
 //! On PostgreSQL a run searches only the schema it migrates (and `pg_catalog`), and
 //! refuses to apply anything while that schema holds a function or operator that could
-//! take a built-in's place in a migration's unqualified call, or while a role other than
-//! its owner and the migrating role may create one there during the run
-//! ([`MigrateOptions::allow_schema_creators`] accepts that risk). The statements are in
+//! take a built-in's place in a migration's unqualified call (checked again after each
+//! migration), or while a role other than the migrating role may create one there during
+//! the run ([`MigrateOptions::allow_schema_creators`] accepts that risk). The statements are in
 //! [`super::postgres::migrate_guard`].
 
 use sha2::{Digest, Sha256};
@@ -200,7 +200,8 @@ pub enum MigrateError {
         /// The objects, as PostgreSQL names them.
         objects: Vec<String>,
     },
-    /// Roles other than the owner may create objects in the schema while it is migrated.
+    /// Roles other than the migrating role may create objects in the schema while it is
+    /// migrated.
     #[error("refusing to migrate schema {schema}: roles other than the migrating role may create objects in it ({}), and a function one of them created while the migrations run could run with the migrating role's rights; take away what lets each (a grantee: REVOKE CREATE ON SCHEMA {schema} FROM the role; a role that may act as the owner: revoke its membership, or make the migrating role the schema's owner; CREATEROLE: ALTER ROLE … NOCREATEROLE) and migrate again, or pass --allow-schema-creators to `outboxd migrate` to accept that risk (a function created during the run is still found before the commit and undoes the run, but what it did outside the transaction stays done)", roles.join(", "))]
     SchemaCreators {
         /// The schema being migrated.
@@ -233,8 +234,8 @@ pub struct MigrateReport {
 /// How a run may proceed.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MigrateOptions {
-    /// Apply pending PostgreSQL migrations although roles other than the schema's owner
-    /// and the migrating role may create objects in it (`--allow-schema-creators`). The
+    /// Apply pending PostgreSQL migrations although roles other than the migrating role
+    /// may create objects in the schema (`--allow-schema-creators`). The
     /// run still refuses a schema that already holds a planted object; one created during
     /// the run is the risk accepted.
     pub allow_schema_creators: bool,
@@ -346,25 +347,18 @@ pub async fn migrate_postgres_with(
     if schema == "pg_catalog" {
         return Err(MigrateError::NoSchema);
     }
-    let any_pending = pending(POSTGRES, &applied, target).next().is_some();
-    if any_pending {
-        let threats = migrate_guard::schema_threats(&mut tx, OUTBOXD_FUNCTIONS).await?;
-        refuse_shadowing(&schema, threats.shadowing)?;
-        if !threats.creators.is_empty() && !options.allow_schema_creators {
+    if pending(POSTGRES, &applied, target).next().is_some() {
+        refuse_shadowing(&schema, &mut tx).await?;
+        let creators = migrate_guard::other_creators(&mut tx).await?;
+        if !creators.is_empty() && !options.allow_schema_creators {
             return Err(MigrateError::SchemaCreators {
                 schema,
-                roles: threats.creators,
+                roles: creators,
             });
         }
     }
     let mut report = MigrateReport::default();
     for m in pending(POSTGRES, &applied, target) {
-        // Again before each migration and before the commit: a function another
-        // transaction created (committed) while this run waited undoes the whole run,
-        // whatever it did inside it (a CREATE in flight when the check above ran was
-        // not visible to it, and a REVOKE does not stop it).
-        let threats = migrate_guard::schema_threats(&mut tx, OUTBOXD_FUNCTIONS).await?;
-        refuse_shadowing(&schema, threats.shadowing)?;
         tracing::info!(version = m.version, name = m.name, "applying migration");
         sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
         sqlx::query(
@@ -376,19 +370,24 @@ pub async fn migrate_postgres_with(
         .execute(&mut *tx)
         .await?;
         report.applied.push((m.version, m.name));
-    }
-    if any_pending {
-        let threats = migrate_guard::schema_threats(&mut tx, OUTBOXD_FUNCTIONS).await?;
-        refuse_shadowing(&schema, threats.shadowing)?;
+        // Again after each migration, so before the next one and before the commit: a
+        // function another transaction created (committed) while this run waited undoes
+        // the whole run, whatever it did inside it (a CREATE in flight when the first check
+        // ran was not visible to it, and a REVOKE does not stop it).
+        refuse_shadowing(&schema, &mut tx).await?;
     }
     tx.commit().await?;
     report.version = highest_version(&applied, &report);
     Ok(report)
 }
 
-/// The refusal of a schema holding `objects` (none: no refusal). Returning it rolls the
-/// run's transaction back.
-fn refuse_shadowing(schema: &str, objects: Vec<String>) -> Result<(), MigrateError> {
+/// Refuses `schema` when it holds an object that could take a built-in's place
+/// ([`MigrateError::ShadowingObjects`]); returning the error rolls the run back.
+async fn refuse_shadowing(
+    schema: &str,
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+) -> Result<(), MigrateError> {
+    let objects = super::postgres::migrate_guard::shadowing_objects(tx, OUTBOXD_FUNCTIONS).await?;
     if objects.is_empty() {
         return Ok(());
     }

@@ -132,17 +132,6 @@ SELECT c.relowner::pg_catalog.regrole::pg_catalog.text
    AND c.relowner OPERATOR(pg_catalog.<>) ALL (SELECT r.oid FROM pg_catalog.pg_roles r
                                       WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)";
 
-/// What the guard found in the schema a run migrates.
-#[derive(Debug, Clone, Default)]
-pub struct SchemaThreats {
-    /// Objects that could take a built-in's (or outboxd's own) place, as PostgreSQL names
-    /// them (`function convert_to(text,text)`).
-    pub shadowing: Vec<String>,
-    /// Roles other than the migrating one that could create such an object while the run
-    /// goes on.
-    pub creators: Vec<String>,
-}
-
 /// Pins the search path ([`PIN_SEARCH_PATH_SQL`]) and returns the schema it names.
 pub async fn pin_search_path(
     tx: &mut Transaction<'_, Postgres>,
@@ -164,21 +153,22 @@ pub async fn foreign_bookkeeping_owner(
         .await
 }
 
-/// Reads what [`SchemaThreats`] lists; `outboxd_functions` are the names of the functions
-/// outboxd's migrations create.
-pub async fn schema_threats(
+/// The objects in the current schema that could take a built-in's (or outboxd's own)
+/// place ([`SHADOWING_OBJECTS_SQL`]), as PostgreSQL names them (`function
+/// convert_to(text,text)`); `outboxd_functions` are the names of the functions outboxd's
+/// migrations create.
+pub async fn shadowing_objects(
     conn: &mut PgConnection,
     outboxd_functions: &[&str],
-) -> Result<SchemaThreats, sqlx::Error> {
-    let shadowing = sqlx::query_scalar(SHADOWING_OBJECTS_SQL)
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(SHADOWING_OBJECTS_SQL)
         .bind(outboxd_functions)
-        .fetch_all(&mut *conn)
-        .await?;
-    let creators = sqlx::query_scalar(OTHER_CREATORS_SQL)
-        .fetch_all(&mut *conn)
-        .await?;
-    Ok(SchemaThreats {
-        shadowing,
-        creators,
-    })
+        .fetch_all(conn)
+        .await
+}
+
+/// The roles other than the migrating one that could create such an object while the run
+/// goes on ([`OTHER_CREATORS_SQL`]).
+pub async fn other_creators(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(OTHER_CREATORS_SQL).fetch_all(conn).await
 }
