@@ -335,6 +335,9 @@ pub async fn migrate_postgres_with(
     let schema = migrate_guard::pin_search_path(&mut tx)
         .await?
         .ok_or(MigrateError::NoSchema)?;
+    if schema == "pg_catalog" {
+        return Err(MigrateError::NoSchema);
+    }
     if let Some(owner) = migrate_guard::foreign_bookkeeping_owner(&mut tx).await? {
         return Err(MigrateError::ForeignBookkeeping { schema, owner });
     }
@@ -344,9 +347,6 @@ pub async fn migrate_postgres_with(
             .fetch_all(&mut *tx)
             .await?;
     check_applied(POSTGRES, &applied)?;
-    if schema == "pg_catalog" {
-        return Err(MigrateError::NoSchema);
-    }
     if pending(POSTGRES, &applied, target).next().is_some() {
         refuse_shadowing(&schema, &mut tx).await?;
         let creators = migrate_guard::other_creators(&mut tx).await?;

@@ -27,30 +27,47 @@ use sqlx::PgPool;
 pub(crate) const SEARCH_PATH_SQL: &str =
     "SELECT pg_catalog.current_setting('search_path'::pg_catalog.text)";
 
-/// The entries of a `search_path` setting, in order, as PostgreSQL reads them: split at
-/// commas outside double quotes, unquoted names folded to lower case, `""` inside quotes
-/// one `"`.
+/// The entries of a `search_path` setting, in order, as PostgreSQL's list splitting reads
+/// them: an entry that starts with `"` is quoted up to the next lone `"` (`""` inside is
+/// one `"`); any other runs to the next comma or space and is folded to lower case (a `"`
+/// inside it is an ordinary character); space, tab, CR, LF and form feed around an entry
+/// are skipped.
 pub fn search_path_entries(setting: &str) -> Vec<String> {
+    let space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0c');
     let mut entries = Vec::new();
-    let mut current = String::new();
-    let mut quoted = false;
     let mut chars = setting.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                chars.next();
-                current.push('"');
+    loop {
+        while chars.peek().is_some_and(|c| space(*c)) {
+            chars.next();
+        }
+        let mut entry = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            while let Some(c) = chars.next() {
+                if c == '"' {
+                    if chars.peek() == Some(&'"') {
+                        chars.next();
+                        entry.push('"');
+                        continue;
+                    }
+                    break;
+                }
+                entry.push(c);
             }
-            '"' => quoted = !quoted,
-            ',' if !quoted => entries.push(std::mem::take(&mut current)),
-            c if quoted => current.push(c),
-            c if c.is_whitespace() => {}
-            c => current.extend(c.to_lowercase()),
+        } else {
+            while let Some(c) = chars.next_if(|c| *c != ',' && !space(*c)) {
+                entry.extend(c.to_lowercase());
+            }
+        }
+        // Whatever follows an entry before its comma (PostgreSQL refuses such a setting).
+        while chars.next_if(|c| *c != ',').is_some() {}
+        if !entry.is_empty() {
+            entries.push(entry);
+        }
+        if chars.next().is_none() {
+            return entries;
         }
     }
-    entries.push(current);
-    entries.retain(|e| !e.is_empty());
-    entries
 }
 
 /// Whether a `search_path` setting names `pg_catalog` after a schema other than `pg_temp`:
@@ -157,5 +174,13 @@ mod tests {
         }
         // A quoted name is not folded: "PG_CATALOG" is another (impossible) schema.
         assert!(!catalog_not_first("\"PG_CATALOG\", outbox"));
+        // A `"` inside an unquoted name is a character of it, not the start of a quote.
+        assert_eq!(
+            search_path_entries("a\"b,pg_catalog"),
+            ["a\"b", "pg_catalog"]
+        );
+        assert!(catalog_not_first("a\"b,pg_catalog"));
+        // Only PostgreSQL's own spaces separate: a no-break space is part of a name.
+        assert_eq!(search_path_entries("pg\u{a0}catalog"), ["pg\u{a0}catalog"]);
     }
 }
