@@ -10,20 +10,23 @@
 //! needs no name: PostgreSQL expands it into `pg_catalog.unnest` calls itself
 //! (`functions_planted_in_the_schema_never_run_in_the_dispatchers_statements`).
 
-/// Opens the claim's transaction (one simple-query round trip) with the settings its kept
-/// plan needs, for this transaction only (decision 0021):
+/// Opens the transaction of a statement kept prepared on its generic plan, the claim
+/// (decision 0021) and the outcome group (decision 0022), with the settings that plan
+/// needs, for this transaction only, in one simple-query round trip:
 ///
-/// - `plan_cache_mode = force_generic_plan`: the prepared claim is planned once per
+/// - `plan_cache_mode = force_generic_plan`: the prepared statement is planned once per
 ///   connection (and again after an `ANALYZE` or a schema change), not on every execution,
-///   which cost more server time than executing a small claim;
+///   which cost the server more than executing a small claim or outcome group;
 /// - `enable_seqscan = off`: a generic plan made while the table is empty or has no
-///   statistics reads the due index and the primary key, not the whole table, and keeps
-///   doing so as the table grows;
-/// - `jit = off`: a generic plan's estimated cost (its limits are unknown when it is made)
-///   is far above `jit_above_cost`, and compiling it would cost more than running it.
+///   statistics reads the indexes, not the whole table, and keeps doing so as the table
+///   grows;
+/// - `jit = off`: a generic plan's estimated cost (its limits and array lengths are
+///   unknown when it is made) can be far above `jit_above_cost`, and compiling it would
+///   cost more than running it.
 ///
 /// All three are user-settable, so any role may set them.
-pub(super) const CLAIM_BEGIN_SQL: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
+pub(super) const KEPT_PLAN_BEGIN_SQL: &str =
+    "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
      SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
 
 /// The claim statement.
@@ -41,12 +44,12 @@ pub(super) const CLAIM_BEGIN_SQL: &str = "BEGIN; SET LOCAL plan_cache_mode = for
 /// order are taken (the others stay locked only until the claim's transaction commits). The
 /// walk is evaluated only as far as the outer `LIMIT` needs. `FOR UPDATE SKIP LOCKED` lets
 /// replicas claim disjoint sets; only the head of each ordering chain is eligible. The
-/// statement runs in a transaction of its own that [`CLAIM_BEGIN_SQL`] opens and that
+/// statement runs in a transaction of its own that [`KEPT_PLAN_BEGIN_SQL`] opens and that
 /// commits before the claim returns, so the claim is durable before any request is sent.
 /// On error, or if the claim is dropped before its commit, nothing is claimed. The `UPDATE`
 /// finds the locked rows by primary key through an array of their ids, a shape that no plan
 /// can turn into a join over a scan of the table: the statement is kept prepared and runs
-/// on a generic plan (see [`CLAIM_BEGIN_SQL`]). The lease runs from the database's clock
+/// on a generic plan (see [`KEPT_PLAN_BEGIN_SQL`]). The lease runs from the database's clock
 /// (`now()`, the start of the claim's own transaction, so after any wait for a pool
 /// connection), never from
 /// the replica's; the statement returns that clock reading as `claimed_at`. Due-ness
@@ -155,7 +158,10 @@ FROM taken ORDER BY id
 /// Records a batch of outcomes in one statement. Each row applies only while the intent is
 /// in flight under the same fencing token; for rows that applied, the attempt row is written
 /// (once, now that it ended) and the reconciliation item opened. Returns the ids that
-/// applied. `att` reads the claim's attempt number, owner and start from the statement's
+/// applied. Kept prepared and run on its generic plan in a transaction that
+/// [`KEPT_PLAN_BEGIN_SQL`] opens (decision 0022): every join to `outbox_intents` is by
+/// primary key from the unnested arrays, so with sequential scans off no plan of it reads
+/// the table. `att` reads the claim's attempt number, owner and start from the statement's
 /// snapshot, as it was before `upd`: that is the claim's own row, because the claim
 /// committed before this statement began, every later claim or takeover bumps the token,
 /// and `upd` applies only under the same token.

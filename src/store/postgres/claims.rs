@@ -2,29 +2,33 @@
 //! outcome batch and release is one statement (a data-modifying CTE, texts in
 //! [`super::claim_sql`]) in its own short transaction; none is held across an HTTP call.
 //!
-//! The statements that join `outbox_intents` to a list of ids (outcomes, takeovers,
-//! releases) are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for
-//! the table as it is now. A prepared statement is planned for its first executions and may
-//! then settle on a cached generic plan: made while the table was nearly empty, that plan
-//! joins it by sequential scan, and keeps doing so as the table grows until the next ANALYZE
-//! (in the benchmark, a millisecond of database CPU per intent at 1,000 intents/s on a fresh
-//! table; test `outcome_write_does_not_scan_a_table_that_grew`). The price is one more round
-//! trip (sqlx describes an unnamed statement before executing it) and a plan per execution.
+//! The two statements that run for every intent, the claim (decision 0021) and the outcome
+//! group (decision 0022), are kept prepared and always run on their generic plans, each in
+//! a transaction of its own whose settings forbid sequential scans and JIT compilation
+//! ([`KEPT_PLAN_BEGIN_SQL`]): planning them on every execution cost the server more than
+//! executing them. Neither can be planned into a scan of the table: the claim's `UPDATE`
+//! finds the rows it locked through an array of their ids, not a join (decision 0015 saw
+//! that join go wrong), and the outcome group joins its unnested arrays to the table by
+//! primary key.
 //!
-//! The claim is the exception (decision 0021): planning it cost the server more than
-//! executing a small claim, so it is kept prepared and always runs on its generic plan, in a
-//! transaction of its own whose settings forbid sequential scans and JIT compilation
-//! ([`CLAIM_BEGIN_SQL`]); its `UPDATE` finds the rows it locked through an array of their
-//! ids, not a join, so no plan of it joins the table by a scan (decision 0015 saw that
-//! join go wrong). sqlx looks its statement cache up by SQL text first, so the unnamed
-//! texts must not also be run as cached statements on the same connection, nor the claim
-//! outside its transaction.
+//! The rarer statements that join `outbox_intents` to a list of ids (takeovers, releases)
+//! are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for the table
+//! as it is now. A prepared statement is planned for its first executions and may then
+//! settle on a cached generic plan: made while the table was nearly empty, with sequential
+//! scans allowed, that plan joins it by sequential scan, and keeps doing so as the table
+//! grows until the next ANALYZE (decision 0002; test
+//! `outcome_write_does_not_scan_a_table_that_grew`). The price is one more round trip (sqlx
+//! describes an unnamed statement before executing it) and a plan per execution.
+//!
+//! sqlx looks its statement cache up by SQL text first, so the unnamed texts must not also
+//! be run as cached statements on the same connection, nor the kept statements outside
+//! their transactions.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::claim_sql::{
-    CLAIM_BEGIN_SQL, CLAIM_DUE_SQL, RECLAIM_EXPIRED_SQL, RECORD_OUTCOMES_SQL, RELEASE_SQL,
+    CLAIM_DUE_SQL, KEPT_PLAN_BEGIN_SQL, RECLAIM_EXPIRED_SQL, RECORD_OUTCOMES_SQL, RELEASE_SQL,
 };
 use super::rows::claimed_from_row;
 use super::PgStore;
@@ -78,7 +82,7 @@ impl ClaimStore for PgStore {
     ) -> Result<Vec<ClaimedIntent>, StoreError> {
         let (start, inclusive) = share.start_bound();
         // Kept prepared, on a generic plan (see the module documentation).
-        let mut tx = self.pool.begin_with(CLAIM_BEGIN_SQL).await?;
+        let mut tx = self.pool.begin_with(KEPT_PLAN_BEGIN_SQL).await?;
         let rows = sqlx::query(CLAIM_DUE_SQL)
             .bind(req.now)
             .bind(&req.actions)
@@ -115,9 +119,9 @@ impl ClaimStore for PgStore {
         };
         let mut cols = OutcomeColumns::default();
         outcomes.iter().for_each(|o| cols.push(OutcomeRow::of(o)));
-        // Planned on every execution (see the module documentation).
+        // Kept prepared, on a generic plan (see the module documentation).
+        let mut tx = self.pool.begin_with(KEPT_PLAN_BEGIN_SQL).await?;
         let applied: Vec<IntentId> = sqlx::query_scalar(RECORD_OUTCOMES_SQL)
-            .persistent(false)
             .bind(&cols.intent_id)
             .bind(&cols.token)
             .bind(&cols.state)
@@ -131,8 +135,9 @@ impl ClaimStore for PgStore {
             .bind(&cols.duration_ms)
             .bind(first.now)
             .bind(&cols.attempt_started)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(record_results(outcomes, &applied))
     }
 
