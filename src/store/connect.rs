@@ -5,6 +5,10 @@
 //! every other command opens an existing one ([`OpenMode::Existing`]), read-only when it
 //! only reads ([`OpenMode::ReadOnly`]), and a missing file is [`ConnectError::Missing`]
 //! with the resolved path.
+//!
+//! On PostgreSQL the dispatcher's claims and outcome groups get sessions of their own
+//! beside the pool ([`kept_statement_pool`]), opened with the settings their kept plans
+//! need.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -121,6 +125,39 @@ pub struct CatalogNotFirst {
     pub url: String,
     /// The `search_path` setting as the server reports it.
     pub path: String,
+}
+
+/// How many sessions [`kept_statement_pool`] opens: the dispatcher runs one claim and one
+/// outcome group at a time.
+pub const KEPT_SESSIONS: u32 = 2;
+
+/// The dispatcher's sessions for its claims and outcome groups on PostgreSQL (decision
+/// 0023): at most [`KEPT_SESSIONS`] connections beside `pool`'s, opened when first used
+/// with `pool`'s connect options (so its `search_path` check, timeouts and role) and
+/// [`KEPT_PLAN_SETTINGS`](super::postgres::KEPT_PLAN_SETTINGS) set for the whole session,
+/// so each of those statements is one round trip. No other statement runs on them. Must
+/// be called inside the Tokio runtime.
+pub fn kept_statement_pool(pool: &PgPool) -> PgPool {
+    let connect = (*pool.connect_options()).clone();
+    let url = redact_url(&format!(
+        "postgres://{}:{}/{}",
+        connect.get_host(),
+        connect.get_port(),
+        connect.get_database().unwrap_or_default()
+    ));
+    let options = connect.options(super::postgres::KEPT_PLAN_SETTINGS);
+    let shape = pool.options();
+    PgPoolOptions::new()
+        .after_connect(move |conn, _| {
+            let url = url.clone();
+            Box::pin(async move { refuse_catalog_not_first(conn, url).await })
+        })
+        .max_connections(KEPT_SESSIONS)
+        .min_connections(0)
+        .idle_timeout(shape.get_idle_timeout())
+        .max_lifetime(shape.get_max_lifetime())
+        .acquire_timeout(shape.get_acquire_timeout())
+        .connect_lazy_with(options)
 }
 
 /// Checked on every new PostgreSQL connection, before the pool hands it out (a path set

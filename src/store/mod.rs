@@ -79,9 +79,17 @@ impl Database {
         self.store_as(|s| Arc::new(s), |s| Arc::new(s))
     }
 
-    /// The dispatcher's role.
+    /// The dispatcher's role. On PostgreSQL its claims and outcome groups run on sessions
+    /// of their own ([`connect::kept_statement_pool`], opened when first used; call it
+    /// inside the Tokio runtime).
     pub fn claim_store(&self) -> Arc<dyn ClaimStore> {
-        self.store_as(|s| Arc::new(s), |s| Arc::new(s))
+        match self {
+            Database::Postgres(pool) => Arc::new(postgres::PgStore::for_dispatcher(
+                pool.clone(),
+                connect::kept_statement_pool(pool),
+            )),
+            Database::Sqlite(pool) => Arc::new(sqlite::SqliteStore::new(pool.clone())),
+        }
     }
 
     /// What shows the outbox (the metrics scrape).

@@ -582,16 +582,11 @@ fn claim_one(owner: &str, lease: Duration) -> outboxd::store::ClaimRequest {
     claim_request(owner, lease, 1, vec![REFUND.to_owned()])
 }
 
-/// One claim of one intent and its delivered outcome, on `store`.
-async fn claim_and_deliver(store: &std::sync::Arc<dyn outboxd::store::OutboxStore>) {
-    use outboxd::store::{AttemptRecord, OutcomeRecord, RecordResult, Transition};
-    let claimed = store
-        .claim_due(&claim_one("planner", Duration::from_secs(30)))
-        .await
-        .unwrap();
-    let c = claimed.first().expect("one due intent");
+/// `c` delivered now, with a reference.
+fn delivered(c: &outboxd::store::ClaimedIntent) -> outboxd::store::OutcomeRecord {
+    use outboxd::store::{AttemptRecord, OutcomeRecord, Transition};
     let now = chrono::Utc::now();
-    let outcome = OutcomeRecord {
+    OutcomeRecord {
         intent_id: c.id,
         fencing_token: c.fencing_token,
         attempt: Some(AttemptRecord {
@@ -606,28 +601,31 @@ async fn claim_and_deliver(store: &std::sync::Arc<dyn outboxd::store::OutboxStor
             provider_ref: Some("ref".into()),
         },
         now,
-    };
-    let recorded = store.record_outcomes(&[outcome]).await.unwrap();
+    }
+}
+
+/// One claim of one intent and its delivered outcome, on `store`.
+async fn claim_and_deliver(store: &std::sync::Arc<dyn outboxd::store::OutboxStore>) {
+    use outboxd::store::RecordResult;
+    let claimed = store
+        .claim_due(&claim_one("planner", Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let c = claimed.first().expect("one due intent");
+    let recorded = store.record_outcomes(&[delivered(c)]).await.unwrap();
     assert_eq!(recorded, vec![RecordResult::Recorded]);
 }
 
-/// PostgreSQL: a connection that first claimed and wrote outcomes while the table was nearly
-/// empty still looks intents up by id after the table grew (no ANALYZE in between): the
-/// statements that join the table to a list of ids (outcome, takeover, release) are not
-/// kept as prepared statements, whose cached plan from the small table scanned the whole
-/// table on every execution; the claim is kept, and its plan made on the small table must
-/// not scan either (decision 0021).
+/// A one-connection pool on `t` on which every prepared statement runs on the plan made at
+/// its first execution (`plan_cache_mode = force_generic_plan`), with autovacuum off on
+/// `outbox_intents` so no ANALYZE refreshes a cached plan; `None` where PostgreSQL is
+/// older than 15 (no `pg_stat_force_next_flush`, said loudly).
 ///
-/// The connection uses `plan_cache_mode = force_generic_plan`, so a prepared statement is
-/// certain to run on the plan made at its first execution. Under the default (`auto`)
-/// PostgreSQL settles on that cached plan only sometimes (when its estimated cost is no
-/// higher than the custom plans'; what was left to prune on the table's pages decides), so
-/// without it a kept statement failed this test about once in seven suite runs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn outcome_write_does_not_scan_a_table_that_grew() {
-    let Some(t) = TestDb::postgres().await else {
-        return;
-    };
+/// Under the default (`auto`) PostgreSQL settles on a cached plan only sometimes (when its
+/// estimated cost is no higher than the custom plans'; what was left to prune on the
+/// table's pages decides), so without the setting a kept statement failed these tests
+/// about once in seven suite runs.
+async fn generic_plan_pool(t: &TestDb) -> Option<sqlx::PgPool> {
     // Exactly one backend, so one plan cache and one source of statistics.
     let options: sqlx::postgres::PgConnectOptions = t.url.parse().unwrap();
     let pool = sqlx::postgres::PgPoolOptions::new()
@@ -644,49 +642,107 @@ async fn outcome_write_does_not_scan_a_table_that_grew() {
         support::db::skip_or_fail(&format!(
             "PostgreSQL {version} is older than 15 (no pg_stat_force_next_flush)"
         ));
-        return;
+        return None;
     }
-    // No ANALYZE may refresh the plans in between (that would hide a cached plan).
     sqlx::query("ALTER TABLE outbox_intents SET (autovacuum_enabled = off)")
         .execute(&pool)
         .await
         .unwrap();
+    Some(pool)
+}
+
+/// A PostgreSQL test database (kept alive by the first value) reached through
+/// [`generic_plan_pool`]; `None` where there is none or it is too old (said loudly).
+async fn generic_plan_database() -> Option<(TestDb, sqlx::PgPool, outboxd::store::Database)> {
+    let t = TestDb::postgres().await?;
+    let pool = generic_plan_pool(&t).await?;
     let db = outboxd::store::Database::Postgres(pool.clone());
-    let store = db.store();
+    Some((t, pool, db))
+}
+
+/// Claims and delivers 8 intents on `store` while the table is nearly empty (past the five
+/// executions after which PostgreSQL may settle on a cached plan), grows the table by
+/// 20,000 finished rows, then returns how many sequential scans of `outbox_intents` 10 more
+/// claims and outcome writes made. `flush` makes every other session that ran them report
+/// its statistics.
+async fn scans_after_the_table_grew<F, Fut>(
+    db: &outboxd::store::Database,
+    pool: &sqlx::PgPool,
+    store: &std::sync::Arc<dyn outboxd::store::OutboxStore>,
+    flush: F,
+) -> i64
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let enqueue = |op: String| {
         support::harness::enqueue_committed(
-            &db,
+            db,
             outboxd::NewIntent::new("acme", op, REFUND, serde_json::json!({"amount": 100})),
         )
     };
-    // Past the five executions after which PostgreSQL may settle on a cached plan.
     for i in 0..8 {
         enqueue(format!("op-warm-{i}")).await;
-        claim_and_deliver(&store).await;
+        claim_and_deliver(store).await;
     }
     sqlx::query(
         "INSERT INTO outbox_intents (tenant, operation_id, action, payload, state, finished_at) \
          SELECT 'history', 'op-' || g, 'refund', '{}', 'delivered', now() \
          FROM generate_series(1, 20000) g",
     )
-    .execute(&pool)
+    .execute(pool)
     .await
     .unwrap();
     for i in 0..10 {
         enqueue(format!("op-after-{i}")).await;
     }
-    let before = seq_scans_flushed(&pool).await;
+    flush().await;
+    let before = seq_scans_flushed(pool).await;
     for _ in 0..10 {
-        claim_and_deliver(&store).await;
+        claim_and_deliver(store).await;
     }
-    let scans = seq_scans_flushed(&pool).await - before;
+    flush().await;
+    seq_scans_flushed(pool).await - before
+}
+
+/// Whether a prepared statement's text is the claim or the outcome group, the two
+/// statements kept on their generic plans (decisions 0021 and 0022).
+fn kept_statement(sql: &str) -> bool {
+    sql.contains("WITH RECURSIVE after_turn")
+        || sql.contains("UPDATE outbox_intents i\n    SET state = o.state")
+}
+
+/// PostgreSQL: a connection that first claimed and wrote outcomes while the table was nearly
+/// empty still looks intents up by id after the table grew (no ANALYZE in between). The
+/// claim and the outcome group are kept prepared (decisions 0021 and 0022), and their plans
+/// made on the small table must not scan; the rarer statements that join the table to a
+/// list of ids (takeover, release) are not kept as prepared statements, whose cached plan
+/// from the small table scanned the whole table on every execution. This is the store any
+/// tool gets; the dispatcher's own is tested by
+/// `dispatcher_sessions_do_not_scan_a_table_that_grew`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcome_write_does_not_scan_a_table_that_grew() {
+    let Some((_t, pool, db)) = generic_plan_database().await else {
+        return;
+    };
+    let store = db.store();
+    let scans = scans_after_the_table_grew(&db, &pool, &store, || async {}).await;
     assert!(
         scans < 3,
         "10 claims and outcome writes scanned the grown table {scans} times"
     );
 
     // The release and the takeover are not kept prepared.
-    enqueue("op-release".to_owned()).await;
+    support::harness::enqueue_committed(
+        &db,
+        outboxd::NewIntent::new(
+            "acme",
+            "op-release",
+            REFUND,
+            serde_json::json!({"amount": 100}),
+        ),
+    )
+    .await;
     let claimed = store
         .claim_due(&claim_one("planner", Duration::from_secs(30)))
         .await
@@ -717,10 +773,7 @@ async fn outcome_write_does_not_scan_a_table_that_grew() {
     // The claim and the outcome group are kept prepared on purpose (decisions 0021 and
     // 0022): their plans are the generic ones made on the small table, and the scans
     // counted above show they still seek by index.
-    let kept = |s: &String| {
-        s.contains("WITH RECURSIVE after_turn")
-            || s.contains("UPDATE outbox_intents i\n    SET state = o.state")
-    };
+    let kept = |s: &String| kept_statement(s);
     assert_eq!(
         prepared.iter().filter(|s| kept(s)).count(),
         2,
@@ -738,5 +791,215 @@ async fn outcome_write_does_not_scan_a_table_that_grew() {
     assert_eq!(
         mode, "force_generic_plan",
         "the test's own setting took effect"
+    );
+}
+
+/// PostgreSQL: the dispatcher's store runs its claims and outcome groups on sessions of
+/// their own, opened with the kept plans' settings (decision 0023), and those plans, made
+/// while the table was nearly empty, still seek by index after it grew. Nothing of them
+/// runs on the store's main pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatcher_sessions_do_not_scan_a_table_that_grew() {
+    use outboxd::store::connect::{kept_statement_pool, KEPT_SESSIONS};
+    let Some((_t, pool, db)) = generic_plan_database().await else {
+        return;
+    };
+    let kept = kept_statement_pool(&pool);
+    let store: std::sync::Arc<dyn outboxd::store::OutboxStore> = std::sync::Arc::new(
+        outboxd::store::postgres::PgStore::for_dispatcher(pool.clone(), kept.clone()),
+    );
+    // Every kept session at once: each reports its statistics, and its statements are read.
+    // All of them: one still being handed back counts as neither idle nor free, so
+    // acquiring fewer could open a new session and miss it.
+    let sessions = || async {
+        let mut held = Vec::new();
+        let mut seen = Vec::new();
+        for _ in 0..KEPT_SESSIONS {
+            let mut conn = kept.acquire().await.unwrap();
+            let (seqscan, jit): (String, String) = sqlx::query_as(
+                "SELECT current_setting('enable_seqscan'), current_setting('jit') \
+                 FROM pg_stat_force_next_flush()",
+            )
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+            assert_eq!((seqscan.as_str(), jit.as_str()), ("off", "off"));
+            let statements: Vec<String> =
+                sqlx::query_scalar("SELECT statement FROM pg_prepared_statements")
+                    .fetch_all(&mut *conn)
+                    .await
+                    .unwrap();
+            seen.extend(statements);
+            held.push(conn);
+        }
+        seen
+    };
+    let scans = scans_after_the_table_grew(&db, &pool, &store, || async {
+        sessions().await;
+    })
+    .await;
+    assert!(
+        scans < 3,
+        "10 claims and outcome writes on the dispatcher's sessions scanned the grown table {scans} times"
+    );
+    assert!(
+        kept.size() <= KEPT_SESSIONS,
+        "{} kept sessions",
+        kept.size()
+    );
+    let on_kept = sessions().await;
+    let claim = |s: &String| s.contains("WITH RECURSIVE after_turn");
+    assert!(
+        on_kept.iter().any(claim) && on_kept.iter().any(|s| kept_statement(s) && !claim(s)),
+        "the claim and the outcome group are not both prepared on the kept sessions: {on_kept:?}"
+    );
+    let on_main: Vec<String> = sqlx::query_scalar("SELECT statement FROM pg_prepared_statements")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert!(
+        !on_main.iter().any(|s| kept_statement(s)),
+        "a claim or outcome group ran on the main pool: {on_main:?}"
+    );
+}
+
+/// PostgreSQL: a group of 300 outcomes, half delivered and half unknown, written on the
+/// dispatcher's kept session whose generic plan was made on a table that already held rows
+/// (as after every restart), does work linear in the group's size. The generic plan assumes
+/// a few rows per array, so a statement that joined its CTEs to each other again
+/// (outcomes × updated rows) filtered out the square of the group's size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_outcome_group_is_written_in_linear_work() {
+    use outboxd::store::RecordResult;
+    const GROUP: usize = 300;
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let outboxd::store::Database::Postgres(pool) = &t.db else {
+        unreachable!("a PostgreSQL test database");
+    };
+    for i in 0..=GROUP {
+        support::harness::enqueue_committed(
+            &t.db,
+            outboxd::NewIntent::new(
+                "acme",
+                format!("op-{i}"),
+                REFUND,
+                serde_json::json!({"n": i}),
+            ),
+        )
+        .await;
+    }
+    let kept = outboxd::store::connect::kept_statement_pool(pool);
+    let store: std::sync::Arc<dyn outboxd::store::OutboxStore> = std::sync::Arc::new(
+        outboxd::store::postgres::PgStore::for_dispatcher(pool.clone(), kept.clone()),
+    );
+    let limit = u32::try_from(GROUP + 1).unwrap();
+    let claimed = store
+        .claim_due(&claim_request(
+            "planner",
+            Duration::from_secs(60),
+            limit,
+            vec![REFUND.to_owned()],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), GROUP + 1);
+    // One outcome first: the outcome group's plan is made now, on a table with rows.
+    assert_eq!(
+        store
+            .record_outcomes(&[delivered(&claimed[0])])
+            .await
+            .unwrap(),
+        vec![RecordResult::Recorded]
+    );
+    // The rest as one group, through the same kept statement, with the plan's row counts.
+    // Every kept session at once (one that is still being handed back counts as neither
+    // idle nor free, so acquiring fewer could open a new one and miss it).
+    let mut held = Vec::new();
+    let mut found = None;
+    for _ in 0..outboxd::store::connect::KEPT_SESSIONS {
+        let mut conn = kept.acquire().await.unwrap();
+        let name: Option<String> = sqlx::query_scalar(
+            "SELECT name FROM pg_prepared_statements \
+             WHERE starts_with(statement, E'\\nWITH o AS (')",
+        )
+        .fetch_optional(&mut *conn)
+        .await
+        .unwrap();
+        match name {
+            Some(name) => found = Some((conn, name)),
+            None => held.push(conn),
+        }
+    }
+    let Some((mut conn, name)) = found else {
+        let mut all = Vec::new();
+        for mut c in held {
+            let s: Vec<String> = sqlx::query_scalar("SELECT statement FROM pg_prepared_statements")
+                .fetch_all(&mut *c)
+                .await
+                .unwrap();
+            all.push(s);
+        }
+        panic!("the outcome group is not prepared on a kept session: {all:?}");
+    };
+    // This pool sets no planner option itself: the kept session's own settings decide.
+    let (generic, custom): (i64, i64) = sqlx::query_as(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1",
+    )
+    .bind(&name)
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!((generic, custom), (1, 0), "the outcome group's plans");
+    let rest = &claimed[1..];
+    let list = |values: Vec<String>| format!("'{{{}}}'", values.join(","));
+    let ids = list(rest.iter().map(|c| c.id.get().to_string()).collect());
+    let tokens = list(rest.iter().map(|c| c.fencing_token.to_string()).collect());
+    let states = list(
+        (0..GROUP)
+            .map(|i| if i % 2 == 0 { "delivered" } else { "unknown" }.to_owned())
+            .collect(),
+    );
+    let classes = list(
+        (0..GROUP)
+            .map(|i| if i % 2 == 0 { "delivered" } else { "ambiguous" }.to_owned())
+            .collect(),
+    );
+    let n = GROUP;
+    let explain = format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}(\
+         {ids}::bigint[], {tokens}::bigint[], {states}::text[], \
+         array_fill(NULL::timestamptz, ARRAY[{n}]), array_fill(NULL::text, ARRAY[{n}]), \
+         array_fill('no answer'::text, ARRAY[{n}]), array_fill(200, ARRAY[{n}]), \
+         array_fill(0, ARRAY[{n}]), array_fill(now(), ARRAY[{n}]), {classes}::text[], \
+         array_fill(1::bigint, ARRAY[{n}]), now(), array_fill(now(), ARRAY[{n}]))"
+    );
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    fn removed(node: &serde_json::Value) -> f64 {
+        let loops = node["Actual Loops"].as_f64().unwrap_or(1.0);
+        let own: f64 = ["Rows Removed by Filter", "Rows Removed by Join Filter"]
+            .iter()
+            .filter_map(|k| node[*k].as_f64())
+            .sum();
+        let children: f64 = node["Plans"]
+            .as_array()
+            .map_or(0.0, |plans| plans.iter().map(removed).sum());
+        own * loops + children
+    }
+    let filtered = removed(&plan[0]["Plan"]);
+    let applied: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM outbox_intents WHERE state IN ('delivered', 'unknown')",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(applied, i64::try_from(GROUP + 1).unwrap(), "{plan}");
+    assert!(
+        filtered <= 2.0 * GROUP as f64,
+        "a group of {GROUP} outcomes filtered out {filtered} rows: {plan}"
     );
 }

@@ -17,9 +17,10 @@ use support::harness::{exec, test_settings, Harness, NOTIFY, REFUND};
 use support::invariants::assert_invariants;
 use support::TestDb;
 
-/// Stalls every writer of `db` for `stall`, starting now: on SQLite another connection
-/// holds the write lock (`BEGIN IMMEDIATE`), on PostgreSQL every connection of the pool is
-/// held. The returned task ends when the stall does.
+/// Stalls every writer of `db` for `stall`, starting now: another connection holds the
+/// write lock (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: `outbox_intents` locked in `EXCLUSIVE`
+/// mode, which a claim's row locks wait for, `SKIP LOCKED` or not). The returned task ends
+/// when the stall does.
 async fn stall_writers(db: &Database, stall: Duration) -> tokio::task::JoinHandle<()> {
     match db {
         Database::Sqlite(pool) => {
@@ -34,13 +35,14 @@ async fn stall_writers(db: &Database, stall: Duration) -> tokio::task::JoinHandl
             })
         }
         Database::Postgres(pool) => {
-            let mut held = Vec::new();
-            for _ in 0..pool.options().get_max_connections() {
-                held.push(pool.acquire().await.unwrap());
-            }
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("LOCK TABLE outbox_intents IN EXCLUSIVE MODE")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
             tokio::spawn(async move {
                 tokio::time::sleep(stall).await;
-                drop(held);
+                tx.rollback().await.unwrap();
             })
         }
     }

@@ -16,7 +16,7 @@ use outboxd::action::AttemptClass;
 use outboxd::intent::IntentId;
 use outboxd::provider::{DeliveryRequest, ProviderClient, ProviderSettings};
 use outboxd::store::{
-    AttemptRecord, ClaimRequest, Database, OutboxStore, OutcomeRecord, Transition,
+    AttemptRecord, ClaimRequest, ClaimStore, Database, OutcomeRecord, Transition,
 };
 use outboxd_testkit::FakeProvider;
 
@@ -209,7 +209,7 @@ impl LaneTimes {
 }
 
 async fn own_sql_lane(
-    store: std::sync::Arc<dyn OutboxStore>,
+    store: std::sync::Arc<dyn ClaimStore>,
     lane: usize,
 ) -> Result<LaneTimes, BenchError> {
     let owner = format!("bench-own-sql-{lane}");
@@ -242,7 +242,8 @@ pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), 
     for lanes in [1, LANES] {
         let bench = BenchDb::create(&options.database, "ownsql").await?;
         seed(&bench.db, options.intents, 0, "pending").await?;
-        let store = bench.db.store();
+        // The dispatcher's own store, with its kept sessions on PostgreSQL.
+        let store = bench.db.claim_store();
         let cpu = CpuSample::now();
         let start = Instant::now();
         let tasks: Vec<_> = (0..lanes)

@@ -10,9 +10,8 @@
 //! needs no name: PostgreSQL expands it into `pg_catalog.unnest` calls itself
 //! (`functions_planted_in_the_schema_never_run_in_the_dispatchers_statements`).
 
-/// Opens the transaction of a statement kept prepared on its generic plan, the claim
-/// (decision 0021) and the outcome group (decision 0022), with the settings that plan
-/// needs, for this transaction only, in one simple-query round trip:
+/// The settings under which the statements kept prepared on their generic plans run, the
+/// claim (decision 0021) and the outcome group (decision 0022):
 ///
 /// - `plan_cache_mode = force_generic_plan`: the prepared statement is planned once per
 ///   connection (and again after an `ANALYZE` or a schema change), not on every execution,
@@ -24,10 +23,26 @@
 ///   unknown when it is made) can be far above `jit_above_cost`, and compiling it would
 ///   cost more than running it.
 ///
-/// All three are user-settable, so any role may set them.
-pub(super) const KEPT_PLAN_BEGIN_SQL: &str =
-    "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
-     SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
+/// All three are user-settable, so any role may set them. The dispatcher's own sessions
+/// for these statements set them for the whole session
+/// ([`kept_statement_pool`](crate::store::connect::kept_statement_pool), decision 0023);
+/// any other store sets them for one transaction ([`KEPT_PLAN_BEGIN_SQL`]).
+pub(crate) const KEPT_PLAN_SETTINGS: [(&str, &str); 3] = [
+    ("plan_cache_mode", "force_generic_plan"),
+    ("enable_seqscan", "off"),
+    ("jit", "off"),
+];
+
+/// Opens a transaction with [`KEPT_PLAN_SETTINGS`] set for it alone, in one simple-query
+/// round trip.
+pub(super) static KEPT_PLAN_BEGIN_SQL: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| {
+        KEPT_PLAN_SETTINGS
+            .iter()
+            .fold(String::from("BEGIN"), |sql, (name, value)| {
+                sql + &format!("; SET LOCAL {name} = {value}")
+            })
+    });
 
 /// The claim statement.
 ///
@@ -44,12 +59,13 @@ pub(super) const KEPT_PLAN_BEGIN_SQL: &str =
 /// order are taken (the others stay locked only until the claim's transaction commits). The
 /// walk is evaluated only as far as the outer `LIMIT` needs. `FOR UPDATE SKIP LOCKED` lets
 /// replicas claim disjoint sets; only the head of each ordering chain is eligible. The
-/// statement runs in a transaction of its own that [`KEPT_PLAN_BEGIN_SQL`] opens and that
-/// commits before the claim returns, so the claim is durable before any request is sent.
+/// statement runs as a transaction of its own (on one of the dispatcher's kept sessions, or
+/// opened by [`KEPT_PLAN_BEGIN_SQL`]) that commits before the claim returns, so the claim is
+/// durable before any request is sent.
 /// On error, or if the claim is dropped before its commit, nothing is claimed. The `UPDATE`
 /// finds the locked rows by primary key through an array of their ids, a shape that no plan
 /// can turn into a join over a scan of the table: the statement is kept prepared and runs
-/// on a generic plan (see [`KEPT_PLAN_BEGIN_SQL`]). The lease runs from the database's clock
+/// on a generic plan (see [`KEPT_PLAN_SETTINGS`]). The lease runs from the database's clock
 /// (`now()`, the start of the claim's own transaction, so after any wait for a pool
 /// connection), never from
 /// the replica's; the statement returns that clock reading as `claimed_at`. Due-ness
@@ -158,11 +174,14 @@ FROM taken ORDER BY id
 /// Records a batch of outcomes in one statement. Each row applies only while the intent is
 /// in flight under the same fencing token; for rows that applied, the attempt row is written
 /// (once, now that it ended) and the reconciliation item opened. Returns the ids that
-/// applied. Kept prepared and run on its generic plan in a transaction that
-/// [`KEPT_PLAN_BEGIN_SQL`] opens (decision 0022): every join to `outbox_intents` is by
-/// primary key from the unnested arrays, so with sequential scans off no plan of it reads
-/// the table. `att` reads the claim's attempt number, owner and start from the statement's
-/// snapshot, as it was before `upd`: that is the claim's own row, because the claim
+/// applied. Kept prepared and run on its generic plan under [`KEPT_PLAN_SETTINGS`]
+/// (decision 0022): every join to `outbox_intents` is by primary key, so with sequential
+/// scans off no plan of it scans the table. A generic plan cannot know the arrays' length
+/// (it assumes a few rows), so `att` and `rec` take the outcome's columns from `upd`'s
+/// `RETURNING`, not by joining `o` again: a nested loop over two of these CTEs costs the
+/// square of the group's size, 1,000 outcomes about ten times the linear shape
+/// (`a_large_outcome_group_is_written_in_linear_work`). `att` reads the claim's attempt
+/// number, owner and start from the statement's snapshot, as it was before `upd`: that is the claim's own row, because the claim
 /// committed before this statement began, every later claim or takeover bumps the token,
 /// and `upd` applies only under the same token.
 pub(super) const RECORD_OUTCOMES_SQL: &str = r#"
@@ -186,20 +205,22 @@ WITH o AS (
         updated_at = $12
     FROM o
     WHERE i.id = o.intent_id AND i.fencing_token = o.token AND i.state = 'in_flight'
-    RETURNING i.id, i.tenant
+    RETURNING i.id, i.tenant, o.state AS o_state, o.error AS o_error, o.class AS o_class,
+              o.http_status AS o_http_status, o.provider_ref AS o_provider_ref,
+              o.duration_ms AS o_duration_ms, o.attempt_started AS o_attempt_started
 ), att AS (
     INSERT INTO outbox_attempts (intent_id, attempt_number, fencing_token, owner, started_at,
                                  ended_at, class, http_status, error, provider_ref, duration_ms)
     SELECT i.id, i.attempt_count, i.fencing_token, i.lease_owner,
-           coalesce(o.attempt_started, i.attempt_started_at), $12, o.class, o.http_status,
-           o.error, o.provider_ref, o.duration_ms
-    FROM o JOIN upd ON upd.id = o.intent_id JOIN outbox_intents i ON i.id = o.intent_id
-    WHERE o.class IS NOT NULL AND i.attempt_started_at IS NOT NULL
+           coalesce(u.o_attempt_started, i.attempt_started_at), $12, u.o_class, u.o_http_status,
+           u.o_error, u.o_provider_ref, u.o_duration_ms
+    FROM upd u JOIN outbox_intents i ON i.id = u.id
+    WHERE u.o_class IS NOT NULL AND i.attempt_started_at IS NOT NULL
 ), rec AS (
     INSERT INTO outbox_reconciliation_items (intent_id, tenant, reason, opened_at)
-    SELECT upd.id, upd.tenant, coalesce(o.error, 'outcome unknown'), $12
-    FROM upd JOIN o ON o.intent_id = upd.id
-    WHERE o.state = 'unknown'
+    SELECT u.id, u.tenant, coalesce(u.o_error, 'outcome unknown'), $12
+    FROM upd u
+    WHERE u.o_state = 'unknown'
     ON CONFLICT (intent_id) WHERE resolved_at IS NULL DO NOTHING
     RETURNING id
 )

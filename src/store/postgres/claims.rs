@@ -3,13 +3,17 @@
 //! [`super::claim_sql`]) in its own short transaction; none is held across an HTTP call.
 //!
 //! The two statements that run for every intent, the claim (decision 0021) and the outcome
-//! group (decision 0022), are kept prepared and always run on their generic plans, each in
-//! a transaction of its own whose settings forbid sequential scans and JIT compilation
-//! ([`KEPT_PLAN_BEGIN_SQL`]): planning them on every execution cost the server more than
-//! executing them. Neither can be planned into a scan of the table: the claim's `UPDATE`
-//! finds the rows it locked through an array of their ids, not a join (decision 0015 saw
-//! that join go wrong), and the outcome group joins its unnested arrays to the table by
-//! primary key.
+//! group (decision 0022), are kept prepared and always run on their generic plans, under
+//! settings that forbid sequential scans and JIT compilation
+//! ([`KEPT_PLAN_SETTINGS`](super::KEPT_PLAN_SETTINGS)):
+//! planning them on every execution cost the server more than executing them. Neither can
+//! be planned into a scan of the table: the claim's `UPDATE` finds the rows it locked
+//! through an array of their ids, not a join (decision 0015 saw that join go wrong), and the
+//! outcome group joins its unnested arrays to the table by primary key. The dispatcher's
+//! store ([`PgStore::for_dispatcher`]) runs each as one statement, its own transaction, on
+//! sessions opened with those settings (one round trip, decision 0023); any other store
+//! runs it in a transaction that sets them first (three round trips: begin with the
+//! settings, execute, commit). Either way it commits before the call returns.
 //!
 //! The rarer statements that join `outbox_intents` to a list of ids (takeovers, releases)
 //! are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for the table
@@ -21,11 +25,13 @@
 //! describes an unnamed statement before executing it) and a plan per execution.
 //!
 //! sqlx looks its statement cache up by SQL text first, so the unnamed texts must not also
-//! be run as cached statements on the same connection, nor the kept statements outside
-//! their transactions.
+//! be run as cached statements on the same connection, nor the kept statements without
+//! their settings.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::claim_sql::{
     CLAIM_DUE_SQL, KEPT_PLAN_BEGIN_SQL, RECLAIM_EXPIRED_SQL, RECORD_OUTCOMES_SQL, RELEASE_SQL,
@@ -38,6 +44,37 @@ use crate::store::{
     lease_millis, ClaimRequest, ClaimStore, ClaimedIntent, FairShare, OutcomeRecord,
     ProviderStateRow, RecordResult, Release, StoreError, LEASE_EXPIRED_ERROR,
 };
+
+/// Where a kept statement runs: a dispatcher's session, which has the settings already
+/// (the statement is its own transaction), or a transaction of the pool that sets them.
+enum KeptSession {
+    Dispatcher(PoolConnection<Postgres>),
+    Transaction(Transaction<'static, Postgres>),
+}
+
+impl KeptSession {
+    async fn open(store: &PgStore) -> Result<Self, sqlx::Error> {
+        Ok(match &store.kept {
+            Some(kept) => Self::Dispatcher(kept.acquire().await?),
+            None => Self::Transaction(store.pool.begin_with(KEPT_PLAN_BEGIN_SQL.as_str()).await?),
+        })
+    }
+
+    fn conn(&mut self) -> &mut PgConnection {
+        match self {
+            Self::Dispatcher(conn) => conn,
+            Self::Transaction(tx) => tx,
+        }
+    }
+
+    /// Commits what the statement did (on a dispatcher's session it already has).
+    async fn finish(self) -> Result<(), sqlx::Error> {
+        match self {
+            Self::Dispatcher(_) => Ok(()),
+            Self::Transaction(tx) => tx.commit().await,
+        }
+    }
+}
 
 /// Column arrays of [`OutcomeRow`]s for [`RECORD_OUTCOMES_SQL`].
 #[derive(Default)]
@@ -82,8 +119,7 @@ impl ClaimStore for PgStore {
     ) -> Result<Vec<ClaimedIntent>, StoreError> {
         let (start, inclusive) = share.start_bound();
         // Kept prepared, on a generic plan (see the module documentation).
-        let mut tx = self.pool.begin_with(KEPT_PLAN_BEGIN_SQL).await?;
-        let rows = sqlx::query(CLAIM_DUE_SQL)
+        let claim = sqlx::query(CLAIM_DUE_SQL)
             .bind(req.now)
             .bind(&req.actions)
             .bind(i64::from(req.limit))
@@ -91,10 +127,10 @@ impl ClaimStore for PgStore {
             .bind(lease_millis(req))
             .bind(start)
             .bind(i64::from(share.per_tenant.max(1)))
-            .bind(inclusive)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
+            .bind(inclusive);
+        let mut session = KeptSession::open(self).await?;
+        let rows = claim.fetch_all(session.conn()).await?;
+        session.finish().await?;
         rows.iter().map(claimed_from_row).collect()
     }
 
@@ -120,8 +156,7 @@ impl ClaimStore for PgStore {
         let mut cols = OutcomeColumns::default();
         outcomes.iter().for_each(|o| cols.push(OutcomeRow::of(o)));
         // Kept prepared, on a generic plan (see the module documentation).
-        let mut tx = self.pool.begin_with(KEPT_PLAN_BEGIN_SQL).await?;
-        let applied: Vec<IntentId> = sqlx::query_scalar(RECORD_OUTCOMES_SQL)
+        let write = sqlx::query_scalar(RECORD_OUTCOMES_SQL)
             .bind(&cols.intent_id)
             .bind(&cols.token)
             .bind(&cols.state)
@@ -134,10 +169,10 @@ impl ClaimStore for PgStore {
             .bind(&cols.class)
             .bind(&cols.duration_ms)
             .bind(first.now)
-            .bind(&cols.attempt_started)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
+            .bind(&cols.attempt_started);
+        let mut session = KeptSession::open(self).await?;
+        let applied: Vec<IntentId> = write.fetch_all(session.conn()).await?;
+        session.finish().await?;
         Ok(record_results(outcomes, &applied))
     }
 

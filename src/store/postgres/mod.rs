@@ -120,10 +120,16 @@ pub const WAKE_DISPATCHERS_SQL: &str = concat!(
     "), ''))"
 );
 
+pub(crate) use claim_sql::KEPT_PLAN_SETTINGS;
+
 /// The PostgreSQL store: every role of [`crate::store::OutboxStore`].
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// Sessions with [`KEPT_PLAN_SETTINGS`] set for their whole life, where the claim and
+    /// the outcome group run as one statement each (the dispatcher's store, decision 0023);
+    /// without them each runs in a transaction that sets the settings first.
+    kept: Option<PgPool>,
     gauge_leader: std::sync::Arc<gauges::GaugeLeader>,
 }
 
@@ -132,7 +138,19 @@ impl PgStore {
     pub fn new(pool: PgPool) -> Self {
         Self {
             pool,
+            kept: None,
             gauge_leader: Default::default(),
+        }
+    }
+
+    /// The dispatcher's store: claims and outcome groups run on `kept`, a pool of
+    /// sessions opened with [`KEPT_PLAN_SETTINGS`]
+    /// ([`kept_statement_pool`](crate::store::connect::kept_statement_pool)); every other
+    /// statement on `pool`.
+    pub fn for_dispatcher(pool: PgPool, kept: PgPool) -> Self {
+        Self {
+            kept: Some(kept),
+            ..Self::new(pool)
         }
     }
 
