@@ -7,8 +7,8 @@
 //! with the resolved path.
 //!
 //! On PostgreSQL the dispatcher's claims and outcome groups get sessions of their own
-//! beside the pool ([`kept_statement_pool`]), opened with the settings their kept plans
-//! need.
+//! beside the pool ([`DispatcherSessions`](super::postgres::DispatcherSessions)), opened
+//! like the pool's connections with the settings their kept plans need.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -19,6 +19,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, PgConnection, PgPool, SqlitePool};
 
 use super::migrate::{self, MigrateError, MigrateReport};
+use super::postgres::refuse_catalog_not_first;
+pub use super::postgres::CatalogNotFirst;
 
 pub use crate::config::{DatabaseUrl, UnsupportedScheme};
 
@@ -115,67 +117,6 @@ pub enum ConnectError {
         #[source]
         source: sqlx::Error,
     },
-}
-
-/// A PostgreSQL session's `search_path` names `pg_catalog` after another schema.
-#[derive(Debug, thiserror::Error)]
-#[error("database {url}: its sessions' search_path is {path}, and outboxd's statements need pg_catalog searched first (a call that fits a built-in exactly takes it only then; a function of the same name and argument types in a schema ahead of it would run instead, with outboxd's rights); leave pg_catalog out of search_path (it is then searched first) or list it first")]
-pub struct CatalogNotFirst {
-    /// The URL with any password removed.
-    pub url: String,
-    /// The `search_path` setting as the server reports it.
-    pub path: String,
-}
-
-/// How many sessions [`kept_statement_pool`] opens: the dispatcher runs one claim and one
-/// outcome group at a time.
-pub const KEPT_SESSIONS: u32 = 2;
-
-/// The dispatcher's sessions for its claims and outcome groups on PostgreSQL (decision
-/// 0023): at most [`KEPT_SESSIONS`] connections beside `pool`'s, opened when first used
-/// with `pool`'s connect options (so its `search_path` check, timeouts and role) and
-/// [`KEPT_PLAN_SETTINGS`](super::postgres::KEPT_PLAN_SETTINGS) set for the whole session,
-/// so each of those statements is one round trip. No other statement runs on them. Must
-/// be called inside the Tokio runtime.
-pub fn kept_statement_pool(pool: &PgPool) -> PgPool {
-    let connect = (*pool.connect_options()).clone();
-    let url = redact_url(&format!(
-        "postgres://{}:{}/{}",
-        connect.get_host(),
-        connect.get_port(),
-        connect.get_database().unwrap_or_default()
-    ));
-    let options = connect.options(super::postgres::KEPT_PLAN_SETTINGS);
-    let shape = pool.options();
-    PgPoolOptions::new()
-        .after_connect(move |conn, _| {
-            let url = url.clone();
-            Box::pin(async move { refuse_catalog_not_first(conn, url).await })
-        })
-        .max_connections(KEPT_SESSIONS)
-        .min_connections(0)
-        .idle_timeout(shape.get_idle_timeout())
-        .max_lifetime(shape.get_max_lifetime())
-        .acquire_timeout(shape.get_acquire_timeout())
-        .connect_lazy_with(options)
-}
-
-/// Checked on every new PostgreSQL connection, before the pool hands it out (a path set
-/// with `ALTER ROLE … SET` after the daemon started is caught on its next connection).
-async fn refuse_catalog_not_first(
-    conn: &mut sqlx::PgConnection,
-    url: String,
-) -> Result<(), sqlx::Error> {
-    let path: String = sqlx::query_scalar(super::postgres::SEARCH_PATH_SQL)
-        .fetch_one(&mut *conn)
-        .await?;
-    if super::postgres::catalog_not_first(&path) {
-        return Err(sqlx::Error::Configuration(Box::new(CatalogNotFirst {
-            url,
-            path,
-        })));
-    }
-    Ok(())
 }
 
 /// Hides every password in a database URL for error messages and logs: the userinfo

@@ -80,13 +80,12 @@ impl Database {
     }
 
     /// The dispatcher's role. On PostgreSQL its claims and outcome groups run on sessions
-    /// of their own ([`connect::kept_statement_pool`], opened when first used; call it
-    /// inside the Tokio runtime).
+    /// of their own ([`postgres::DispatcherSessions`], opened when first used).
     pub fn claim_store(&self) -> Arc<dyn ClaimStore> {
         match self {
             Database::Postgres(pool) => Arc::new(postgres::PgStore::for_dispatcher(
                 pool.clone(),
-                connect::kept_statement_pool(pool),
+                Arc::new(postgres::DispatcherSessions::beside(pool)),
             )),
             Database::Sqlite(pool) => Arc::new(sqlite::SqliteStore::new(pool.clone())),
         }

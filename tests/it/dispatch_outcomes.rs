@@ -800,22 +800,23 @@ async fn outcome_write_does_not_scan_a_table_that_grew() {
 /// runs on the store's main pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dispatcher_sessions_do_not_scan_a_table_that_grew() {
-    use outboxd::store::connect::{kept_statement_pool, KEPT_SESSIONS};
+    use outboxd::store::postgres::{DispatcherSessions, SessionRole};
     let Some((_t, pool, db)) = generic_plan_database().await else {
         return;
     };
-    let kept = kept_statement_pool(&pool);
+    let kept = std::sync::Arc::new(DispatcherSessions::beside(&pool));
     let store: std::sync::Arc<dyn outboxd::store::OutboxStore> = std::sync::Arc::new(
         outboxd::store::postgres::PgStore::for_dispatcher(pool.clone(), kept.clone()),
     );
-    // Every kept session at once: each reports its statistics, and its statements are read.
-    // All of them: one still being handed back counts as neither idle nor free, so
-    // acquiring fewer could open a new session and miss it.
+    // Each session in turn reports its statistics, and its statements are read.
     let sessions = || async {
-        let mut held = Vec::new();
         let mut seen = Vec::new();
-        for _ in 0..KEPT_SESSIONS {
-            let mut conn = kept.acquire().await.unwrap();
+        for role in [SessionRole::Claims, SessionRole::Outcomes] {
+            let mut conn = kept
+                .try_session(role)
+                .await
+                .unwrap()
+                .expect("no statement runs now");
             let (seqscan, jit): (String, String) = sqlx::query_as(
                 "SELECT current_setting('enable_seqscan'), current_setting('jit') \
                  FROM pg_stat_force_next_flush()",
@@ -830,7 +831,7 @@ async fn dispatcher_sessions_do_not_scan_a_table_that_grew() {
                     .await
                     .unwrap();
             seen.extend(statements);
-            held.push(conn);
+            conn.keep();
         }
         seen
     };
@@ -841,11 +842,6 @@ async fn dispatcher_sessions_do_not_scan_a_table_that_grew() {
     assert!(
         scans < 3,
         "10 claims and outcome writes on the dispatcher's sessions scanned the grown table {scans} times"
-    );
-    assert!(
-        kept.size() <= KEPT_SESSIONS,
-        "{} kept sessions",
-        kept.size()
     );
     let on_kept = sessions().await;
     let claim = |s: &String| s.contains("WITH RECURSIVE after_turn");
@@ -890,7 +886,7 @@ async fn a_large_outcome_group_is_written_in_linear_work() {
         )
         .await;
     }
-    let kept = outboxd::store::connect::kept_statement_pool(pool);
+    let kept = std::sync::Arc::new(outboxd::store::postgres::DispatcherSessions::beside(pool));
     let store: std::sync::Arc<dyn outboxd::store::OutboxStore> = std::sync::Arc::new(
         outboxd::store::postgres::PgStore::for_dispatcher(pool.clone(), kept.clone()),
     );
@@ -914,35 +910,19 @@ async fn a_large_outcome_group_is_written_in_linear_work() {
         vec![RecordResult::Recorded]
     );
     // The rest as one group, through the same kept statement, with the plan's row counts.
-    // Every kept session at once (one that is still being handed back counts as neither
-    // idle nor free, so acquiring fewer could open a new one and miss it).
-    let mut held = Vec::new();
-    let mut found = None;
-    for _ in 0..outboxd::store::connect::KEPT_SESSIONS {
-        let mut conn = kept.acquire().await.unwrap();
-        let name: Option<String> = sqlx::query_scalar(
-            "SELECT name FROM pg_prepared_statements \
-             WHERE starts_with(statement, E'\\nWITH o AS (')",
-        )
-        .fetch_optional(&mut *conn)
+    let mut conn = kept
+        .try_session(outboxd::store::postgres::SessionRole::Outcomes)
         .await
-        .unwrap();
-        match name {
-            Some(name) => found = Some((conn, name)),
-            None => held.push(conn),
-        }
-    }
-    let Some((mut conn, name)) = found else {
-        let mut all = Vec::new();
-        for mut c in held {
-            let s: Vec<String> = sqlx::query_scalar("SELECT statement FROM pg_prepared_statements")
-                .fetch_all(&mut *c)
-                .await
-                .unwrap();
-            all.push(s);
-        }
-        panic!("the outcome group is not prepared on a kept session: {all:?}");
-    };
+        .unwrap()
+        .expect("no statement runs now");
+    let name: String = sqlx::query_scalar(
+        "SELECT name FROM pg_prepared_statements \
+         WHERE starts_with(statement, E'\\nWITH o AS (')",
+    )
+    .fetch_optional(&mut *conn)
+    .await
+    .unwrap()
+    .expect("the outcome group is prepared on the outcomes session");
     // This pool sets no planner option itself: the kept session's own settings decide.
     let (generic, custom): (i64, i64) = sqlx::query_as(
         "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1",
@@ -1002,4 +982,106 @@ async fn a_large_outcome_group_is_written_in_linear_work() {
         filtered <= 2.0 * GROUP as f64,
         "a group of {GROUP} outcomes filtered out {filtered} rows: {plan}"
     );
+}
+
+/// PostgreSQL: the dispatcher's sessions are held between statements, not handed through a
+/// pool that checks each one out and in with round trips of its own (decision 0024); a
+/// second caller while one is busy runs on the pool instead of waiting; and a session whose
+/// server process died costs one failed statement, after which a new session serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
+    use outboxd::store::postgres::{DispatcherSessions, SessionRole};
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let outboxd::store::Database::Postgres(pool) = &t.db else {
+        unreachable!("a PostgreSQL test database");
+    };
+    for i in 0..4 {
+        support::harness::enqueue_committed(
+            &t.db,
+            outboxd::NewIntent::new("acme", format!("op-{i}"), REFUND, serde_json::json!({})),
+        )
+        .await;
+    }
+    let kept = std::sync::Arc::new(DispatcherSessions::beside(pool));
+    let store: std::sync::Arc<dyn outboxd::store::OutboxStore> = std::sync::Arc::new(
+        outboxd::store::postgres::PgStore::for_dispatcher(pool.clone(), kept.clone()),
+    );
+    let one = || claim_request("held", Duration::from_secs(60), 1, vec![REFUND.to_owned()]);
+    let claims_pid = || async {
+        let mut session = kept
+            .try_session(SessionRole::Claims)
+            .await
+            .unwrap()
+            .expect("no statement runs now");
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *session)
+            .await
+            .unwrap();
+        session.keep();
+        pid
+    };
+    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+    let first = claims_pid().await;
+    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+    assert_eq!(
+        claims_pid().await,
+        first,
+        "the claims session was not held between claims"
+    );
+
+    // Busy: a second caller claims on the pool at once, without waiting for the session.
+    let busy = kept
+        .try_session(SessionRole::Claims)
+        .await
+        .unwrap()
+        .unwrap();
+    let beside = tokio::time::timeout(Duration::from_secs(10), store.claim_due(&one()))
+        .await
+        .expect("a claim waited for the busy session");
+    assert_eq!(beside.unwrap().len(), 1);
+    busy.keep();
+
+    // The session's server process ends (a restart, an operator): one claim fails, and it
+    // closes the session; the next one opens a new session and claims.
+    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+        .bind(first)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert!(terminated);
+    assert!(
+        store.claim_due(&one()).await.is_err(),
+        "a claim on a session whose server process ended succeeded"
+    );
+    assert!(
+        !kept.is_open(SessionRole::Claims),
+        "a failed statement left its session open"
+    );
+    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+    let second = claims_pid().await;
+    assert_ne!(second, first);
+
+    // The same while the session sat idle: it is checked before use, and no claim fails.
+    support::harness::enqueue_committed(
+        &t.db,
+        outboxd::NewIntent::new("acme", "op-late", REFUND, serde_json::json!({})),
+    )
+    .await;
+    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+        .bind(second)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert!(terminated);
+    tokio::time::sleep(outboxd::store::postgres::CHECK_AFTER_IDLE).await;
+    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+    assert_ne!(claims_pid().await, second);
+    let in_flight: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM outbox_intents WHERE state = 'in_flight'")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert_eq!(in_flight, 5, "every claim that succeeded, and no other");
 }

@@ -25,7 +25,7 @@
 ///
 /// All three are user-settable, so any role may set them. The dispatcher's own sessions
 /// for these statements set them for the whole session
-/// ([`kept_statement_pool`](crate::store::connect::kept_statement_pool), decision 0023);
+/// ([`DispatcherSessions`](super::DispatcherSessions), decisions 0023 and 0024);
 /// any other store sets them for one transaction ([`KEPT_PLAN_BEGIN_SQL`]).
 pub(crate) const KEPT_PLAN_SETTINGS: [(&str, &str); 3] = [
     ("plan_cache_mode", "force_generic_plan"),

@@ -11,9 +11,11 @@
 //! through an array of their ids, not a join (decision 0015 saw that join go wrong), and the
 //! outcome group joins its unnested arrays to the table by primary key. The dispatcher's
 //! store ([`PgStore::for_dispatcher`]) runs each as one statement, its own transaction, on
-//! sessions opened with those settings (one round trip, decision 0023); any other store
-//! runs it in a transaction that sets them first (three round trips: begin with the
-//! settings, execute, commit). Either way it commits before the call returns.
+//! a session of its own opened with those settings and held between statements (one round
+//! trip, decisions 0023 and 0024); any other store, or a second caller while that session
+//! is busy, runs it in a transaction of the pool that sets them first (three round trips:
+//! begin with the settings, execute, commit). Either way it commits before the call
+//! returns.
 //!
 //! The rarer statements that join `outbox_intents` to a list of ids (takeovers, releases)
 //! are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for the table
@@ -30,13 +32,13 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::claim_sql::{
     CLAIM_DUE_SQL, KEPT_PLAN_BEGIN_SQL, RECLAIM_EXPIRED_SQL, RECORD_OUTCOMES_SQL, RELEASE_SQL,
 };
 use super::rows::claimed_from_row;
+use super::sessions::{Session, SessionRole};
 use super::PgStore;
 use crate::intent::IntentId;
 use crate::store::outcomes::{record_results, OutcomeRow};
@@ -45,32 +47,41 @@ use crate::store::{
     ProviderStateRow, RecordResult, Release, StoreError, LEASE_EXPIRED_ERROR,
 };
 
-/// Where a kept statement runs: a dispatcher's session, which has the settings already
-/// (the statement is its own transaction), or a transaction of the pool that sets them.
-enum KeptSession {
-    Dispatcher(PoolConnection<Postgres>),
+/// Where a kept statement runs: the dispatcher's session for it, which has the settings
+/// already (the statement is its own transaction), or, for any other store or while that
+/// session is busy, a transaction of the pool that sets them.
+enum KeptSession<'a> {
+    Dispatcher(Session<'a>),
     Transaction(Transaction<'static, Postgres>),
 }
 
-impl KeptSession {
-    async fn open(store: &PgStore) -> Result<Self, sqlx::Error> {
-        Ok(match &store.kept {
-            Some(kept) => Self::Dispatcher(kept.acquire().await?),
-            None => Self::Transaction(store.pool.begin_with(KEPT_PLAN_BEGIN_SQL.as_str()).await?),
-        })
+impl<'a> KeptSession<'a> {
+    async fn open(store: &'a PgStore, role: SessionRole) -> Result<Self, sqlx::Error> {
+        if let Some(kept) = &store.kept {
+            if let Some(session) = kept.try_session(role).await? {
+                return Ok(Self::Dispatcher(session));
+            }
+        }
+        Ok(Self::Transaction(
+            store.pool.begin_with(KEPT_PLAN_BEGIN_SQL.as_str()).await?,
+        ))
     }
 
     fn conn(&mut self) -> &mut PgConnection {
         match self {
-            Self::Dispatcher(conn) => conn,
+            Self::Dispatcher(session) => session,
             Self::Transaction(tx) => tx,
         }
     }
 
-    /// Commits what the statement did (on a dispatcher's session it already has).
+    /// After the statement succeeded: commits what it did (on a dispatcher's session it
+    /// already has, and the session is kept for the next statement).
     async fn finish(self) -> Result<(), sqlx::Error> {
         match self {
-            Self::Dispatcher(_) => Ok(()),
+            Self::Dispatcher(session) => {
+                session.keep();
+                Ok(())
+            }
             Self::Transaction(tx) => tx.commit().await,
         }
     }
@@ -128,7 +139,7 @@ impl ClaimStore for PgStore {
             .bind(start)
             .bind(i64::from(share.per_tenant.max(1)))
             .bind(inclusive);
-        let mut session = KeptSession::open(self).await?;
+        let mut session = KeptSession::open(self, SessionRole::Claims).await?;
         let rows = claim.fetch_all(session.conn()).await?;
         session.finish().await?;
         rows.iter().map(claimed_from_row).collect()
@@ -170,7 +181,7 @@ impl ClaimStore for PgStore {
             .bind(&cols.duration_ms)
             .bind(first.now)
             .bind(&cols.attempt_started);
-        let mut session = KeptSession::open(self).await?;
+        let mut session = KeptSession::open(self, SessionRole::Outcomes).await?;
         let applied: Vec<IntentId> = write.fetch_all(session.conn()).await?;
         session.finish().await?;
         Ok(record_results(outcomes, &applied))

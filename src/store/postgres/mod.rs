@@ -5,7 +5,8 @@
 //! [`crate::store::ConsoleStore`] in `console.rs`, [`crate::store::RetentionStore`] in
 //! `retention.rs`, and the statements of a review change in `review.rs`. Rows become
 //! values in `rows.rs`; the live gauges' replica lock is in `gauges.rs`; the statements that
-//! guard a migration run against planted objects in `migrate_guard.rs`.
+//! guard a migration run against planted objects in `migrate_guard.rs`; the dispatcher's
+//! own sessions for its claims and outcome groups in `sessions.rs`.
 
 mod claim_sql;
 mod claims;
@@ -16,8 +17,12 @@ mod reads;
 mod retention;
 mod review;
 mod rows;
+mod sessions;
 
 pub use review::append_audit_on;
+pub use sessions::{
+    DispatcherSessions, Session, SessionRole, CHECK_AFTER_IDLE, DISPATCHER_SESSIONS,
+};
 
 use sqlx::PgPool;
 
@@ -122,6 +127,34 @@ pub const WAKE_DISPATCHERS_SQL: &str = concat!(
 
 pub(crate) use claim_sql::KEPT_PLAN_SETTINGS;
 
+/// A PostgreSQL session's `search_path` names `pg_catalog` after another schema.
+#[derive(Debug, thiserror::Error)]
+#[error("database {url}: its sessions' search_path is {path}, and outboxd's statements need pg_catalog searched first (a call that fits a built-in exactly takes it only then; a function of the same name and argument types in a schema ahead of it would run instead, with outboxd's rights); leave pg_catalog out of search_path (it is then searched first) or list it first")]
+pub struct CatalogNotFirst {
+    /// The URL with any password removed.
+    pub url: String,
+    /// The `search_path` setting as the server reports it.
+    pub path: String,
+}
+
+/// Checked on every new PostgreSQL connection, before the pool hands it out (a path set
+/// with `ALTER ROLE … SET` after the daemon started is caught on its next connection).
+pub(crate) async fn refuse_catalog_not_first(
+    conn: &mut sqlx::PgConnection,
+    url: String,
+) -> Result<(), sqlx::Error> {
+    let path: String = sqlx::query_scalar(SEARCH_PATH_SQL)
+        .fetch_one(&mut *conn)
+        .await?;
+    if catalog_not_first(&path) {
+        return Err(sqlx::Error::Configuration(Box::new(CatalogNotFirst {
+            url,
+            path,
+        })));
+    }
+    Ok(())
+}
+
 /// The PostgreSQL store: every role of [`crate::store::OutboxStore`].
 #[derive(Debug, Clone)]
 pub struct PgStore {
@@ -129,7 +162,7 @@ pub struct PgStore {
     /// Sessions with [`KEPT_PLAN_SETTINGS`] set for their whole life, where the claim and
     /// the outcome group run as one statement each (the dispatcher's store, decision 0023);
     /// without them each runs in a transaction that sets the settings first.
-    kept: Option<PgPool>,
+    kept: Option<std::sync::Arc<DispatcherSessions>>,
     gauge_leader: std::sync::Arc<gauges::GaugeLeader>,
 }
 
@@ -143,11 +176,10 @@ impl PgStore {
         }
     }
 
-    /// The dispatcher's store: claims and outcome groups run on `kept`, a pool of
-    /// sessions opened with [`KEPT_PLAN_SETTINGS`]
-    /// ([`kept_statement_pool`](crate::store::connect::kept_statement_pool)); every other
-    /// statement on `pool`.
-    pub fn for_dispatcher(pool: PgPool, kept: PgPool) -> Self {
+    /// The dispatcher's store: claims and outcome groups run on `kept`, sessions opened
+    /// with [`KEPT_PLAN_SETTINGS`] ([`DispatcherSessions`]); every other statement on
+    /// `pool`.
+    pub fn for_dispatcher(pool: PgPool, kept: std::sync::Arc<DispatcherSessions>) -> Self {
         Self {
             kept: Some(kept),
             ..Self::new(pool)

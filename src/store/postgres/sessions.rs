@@ -1,0 +1,168 @@
+//! The dispatcher's own PostgreSQL sessions for its two hot statements (decisions 0023 and
+//! 0024): one for claims, one for outcome groups, each a single connection held between
+//! statements rather than a pool.
+//!
+//! A pool checks a connection with a round trip when it hands it out and again, in a task
+//! of its own, when it takes it back; on a session that runs one short statement at a time
+//! those checks were two of its three round trips, and until the check on return ended the
+//! connection could not be handed out again. A held session pays neither:
+//!
+//! * **Opened when first used**, with the daemon pool's connect options (role, password,
+//!   TLS, the idle-in-transaction timeout) plus
+//!   [`KEPT_PLAN_SETTINGS`](super::KEPT_PLAN_SETTINGS) as startup options, and the pool's
+//!   `search_path` check, all within the pool's acquire timeout.
+//! * **Kept only after a statement succeeded.** A statement that failed, or whose future
+//!   was dropped mid-flight, closes its session; the next statement opens a new one.
+//! * **Checked only after a pause.** A session idle for [`CHECK_AFTER_IDLE`] or longer is
+//!   checked with a round trip before use (and replaced if that fails), as the pool checks
+//!   every connection: what a server restart while the daemon was idle broke is found
+//!   there. A session broken while busy costs one failed statement, retried as any database
+//!   error, never a stream of them.
+//! * **Never waited for.** A caller that finds the session busy (two callers of one store at
+//!   once; the daemon has one claimer and one outcome writer) is told so, and runs its
+//!   statement on the pool instead.
+
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio::sync::{Mutex, MutexGuard};
+
+/// Which of the dispatcher's statements a session serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionRole {
+    /// The claim ([`CLAIM_DUE_SQL`](super::claim_sql)).
+    Claims,
+    /// The outcome group ([`RECORD_OUTCOMES_SQL`](super::claim_sql)).
+    Outcomes,
+}
+
+/// The dispatcher's sessions beside a pool (see the module documentation).
+#[derive(Debug)]
+pub struct DispatcherSessions {
+    options: PgConnectOptions,
+    /// The pool's location with any password hidden, for the `search_path` check's error.
+    url: String,
+    open_timeout: Duration,
+    claims: Mutex<Option<Held>>,
+    outcomes: Mutex<Option<Held>>,
+}
+
+/// An open session and when its last statement ended.
+#[derive(Debug)]
+struct Held {
+    conn: PgConnection,
+    used: Instant,
+}
+
+/// How long a session may sit idle before it is checked with a round trip before use.
+pub const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
+
+/// How many sessions [`DispatcherSessions`] opens at most: one per [`SessionRole`].
+pub const DISPATCHER_SESSIONS: u32 = 2;
+
+impl DispatcherSessions {
+    /// Sessions opened like `pool`'s connections, with the kept plans' settings. Opens
+    /// nothing yet.
+    pub fn beside(pool: &PgPool) -> Self {
+        let connect = (*pool.connect_options()).clone();
+        let url = crate::config::redact_url_password(&format!(
+            "postgres://{}:{}/{}",
+            connect.get_host(),
+            connect.get_port(),
+            connect.get_database().unwrap_or_default()
+        ));
+        Self {
+            options: connect.options(super::KEPT_PLAN_SETTINGS),
+            url,
+            open_timeout: pool.options().get_acquire_timeout(),
+            claims: Mutex::new(None),
+            outcomes: Mutex::new(None),
+        }
+    }
+
+    /// The session for `role`, opened if it is not open; `Ok(None)` if another caller is
+    /// using it now.
+    pub async fn try_session(&self, role: SessionRole) -> Result<Option<Session<'_>>, sqlx::Error> {
+        let slot = match role {
+            SessionRole::Claims => &self.claims,
+            SessionRole::Outcomes => &self.outcomes,
+        };
+        let Ok(mut slot) = slot.try_lock() else {
+            return Ok(None);
+        };
+        if let Some(held) = slot.as_mut() {
+            if held.used.elapsed() >= CHECK_AFTER_IDLE && held.conn.ping().await.is_err() {
+                *slot = None;
+            }
+        }
+        if slot.is_none() {
+            *slot = Some(Held {
+                conn: self.open().await?,
+                used: Instant::now(),
+            });
+        }
+        Ok(Some(Session { slot, keep: false }))
+    }
+
+    /// Whether the session for `role` is open now (it is not while a caller uses it).
+    pub fn is_open(&self, role: SessionRole) -> bool {
+        let slot = match role {
+            SessionRole::Claims => &self.claims,
+            SessionRole::Outcomes => &self.outcomes,
+        };
+        slot.try_lock().is_ok_and(|s| s.is_some())
+    }
+
+    async fn open(&self) -> Result<PgConnection, sqlx::Error> {
+        let open = async {
+            let mut conn = PgConnection::connect_with(&self.options).await?;
+            super::refuse_catalog_not_first(&mut conn, self.url.clone()).await?;
+            Ok(conn)
+        };
+        tokio::time::timeout(self.open_timeout, open)
+            .await
+            .map_err(|_| sqlx::Error::PoolTimedOut)?
+    }
+}
+
+/// One session, lent to one statement: closed when dropped, unless [`Session::keep`] was
+/// called after the statement succeeded.
+pub struct Session<'a> {
+    slot: MutexGuard<'a, Option<Held>>,
+    keep: bool,
+}
+
+impl Session<'_> {
+    /// The statement succeeded: the session stays open for the next one.
+    pub fn keep(mut self) {
+        if let Some(held) = self.slot.as_mut() {
+            held.used = Instant::now();
+        }
+        self.keep = true;
+    }
+}
+
+impl Deref for Session<'_> {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        &self.slot.as_ref().expect("a lent session is open").conn
+    }
+}
+
+impl DerefMut for Session<'_> {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.slot.as_mut().expect("a lent session is open").conn
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        if !self.keep {
+            // A failed or abandoned statement may have left the connection mid-protocol.
+            self.slot.take();
+        }
+    }
+}
