@@ -309,7 +309,18 @@ impl Dispatcher {
         let give_up_at = tokio::time::Instant::now() + self.settings.lease.mul_f64(0.8);
         let mut delay = Duration::from_millis(50);
         let results = loop {
-            match self.store.record_outcomes(&outcomes).await {
+            // A write that hangs (a connection dropped silently) gives up at the deadline
+            // too, not never.
+            let left = give_up_at.saturating_duration_since(tokio::time::Instant::now());
+            let written = tokio::time::timeout(left, self.store.record_outcomes(&outcomes))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(StoreError::Database(sqlx::Error::Io(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the outcome write did not answer before the lease's deadline",
+                    ))))
+                });
+            match written {
                 Ok(results) => break results,
                 Err(e) if tokio::time::Instant::now() + delay < give_up_at => {
                     tracing::warn!(error = %e, outcomes = outcomes.len(), "recording outcomes failed; retrying");

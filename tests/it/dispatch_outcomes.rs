@@ -1085,3 +1085,169 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
             .unwrap();
     assert_eq!(in_flight, 5, "every claim that succeeded, and no other");
 }
+
+/// A loopback relay to PostgreSQL whose open connections can be frozen (nothing more is
+/// relayed on them and nothing is closed, as when a firewall silently drops an idle flow)
+/// and which can refuse new ones (closed at once). Connections opened after a freeze relay
+/// normally.
+struct Relay {
+    port: u16,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    frozen_below: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    refusing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Relay {
+    async fn to(target: (String, u16)) -> Relay {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let relay = Relay {
+            port: listener.local_addr().unwrap().port(),
+            accepted: Default::default(),
+            frozen_below: Default::default(),
+            refusing: Default::default(),
+        };
+        let (counted, frozen, refusing) = (
+            relay.accepted.clone(),
+            relay.frozen_below.clone(),
+            relay.refusing.clone(),
+        );
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let id = counted.fetch_add(1, Ordering::SeqCst);
+                if refusing.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                    continue;
+                };
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = server.into_split();
+                for (mut from, mut to) in [(client_read, server_write), (server_read, client_write)]
+                {
+                    let frozen = frozen.clone();
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 16 * 1024];
+                        while let Ok(n @ 1..) = from.read(&mut buf).await {
+                            if id < frozen.load(Ordering::SeqCst) {
+                                std::future::pending::<()>().await;
+                            }
+                            if to.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        relay
+    }
+
+    /// Freezes every connection open now.
+    fn freeze(&self) {
+        use std::sync::atomic::Ordering;
+        let open = self.accepted.load(Ordering::SeqCst);
+        self.frozen_below.store(open, Ordering::SeqCst);
+    }
+
+    /// Closes every new connection at once from now on.
+    fn refuse(&self) {
+        self.refusing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The dispatcher's store of `t`'s schema, reached through a [`Relay`].
+async fn relayed_dispatcher_store(
+    t: &TestDb,
+) -> (
+    Relay,
+    sqlx::PgPool,
+    std::sync::Arc<dyn outboxd::store::OutboxStore>,
+) {
+    let outboxd::store::Database::Postgres(pool) = &t.db else {
+        unreachable!("a PostgreSQL test database");
+    };
+    let direct = (*pool.connect_options()).clone();
+    let relay = Relay::to((direct.get_host().to_owned(), direct.get_port())).await;
+    let relayed = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect_lazy_with(direct.host("127.0.0.1").port(relay.port));
+    let kept = std::sync::Arc::new(outboxd::store::postgres::DispatcherSessions::beside(
+        &relayed,
+    ));
+    let store: std::sync::Arc<dyn outboxd::store::OutboxStore> = std::sync::Arc::new(
+        outboxd::store::postgres::PgStore::for_dispatcher(relayed.clone(), kept),
+    );
+    for i in 0..2 {
+        support::harness::enqueue_committed(
+            &t.db,
+            outboxd::NewIntent::new("acme", format!("op-{i}"), REFUND, serde_json::json!({})),
+        )
+        .await;
+    }
+    (relay, relayed, store)
+}
+
+/// PostgreSQL: a dispatcher's session whose connection was silently dropped while it sat
+/// idle (no answer, no reset) is given up after the acquire timeout, and the claim runs on
+/// a new session; the check before use does not wait for an answer that never comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silently_dropped_idle_session_is_replaced() {
+    use outboxd::store::postgres::CHECK_AFTER_IDLE;
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let (relay, _pool, store) = relayed_dispatcher_store(&t).await;
+    let one = || {
+        claim_request(
+            "relayed",
+            Duration::from_secs(60),
+            1,
+            vec![REFUND.to_owned()],
+        )
+    };
+    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+    relay.freeze();
+    tokio::time::sleep(CHECK_AFTER_IDLE).await;
+    let claimed = tokio::time::timeout(Duration::from_secs(15), store.claim_due(&one()))
+        .await
+        .expect("a claim waited on a session whose connection no longer answers");
+    assert_eq!(claimed.unwrap().len(), 1);
+}
+
+/// PostgreSQL: when the dispatcher's session cannot be opened (here the server closes every
+/// new connection) but the pool has a connection, the claim runs on the pool instead of
+/// failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_cannot_open_leaves_the_claim_to_the_pool() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let (relay, pool, store) = relayed_dispatcher_store(&t).await;
+    // One pool connection, open and idle before the refusal (sqlx hands a connection back
+    // in a task of its own, after checking it).
+    drop(pool.acquire().await.unwrap());
+    let idle = tokio::time::timeout(Duration::from_secs(10), async {
+        while pool.num_idle() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    idle.await.expect("the pool's connection went back idle");
+    relay.refuse();
+    let one = claim_request(
+        "relayed",
+        Duration::from_secs(60),
+        1,
+        vec![REFUND.to_owned()],
+    );
+    let claimed = store.claim_due(&one).await;
+    assert_eq!(
+        claimed
+            .expect("the claim failed with the pool's connection still open")
+            .len(),
+        1
+    );
+}

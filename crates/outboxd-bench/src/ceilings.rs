@@ -242,12 +242,16 @@ pub async fn own_sql(options: &BenchOptions, report: &mut Report) -> Result<(), 
     for lanes in [1, LANES] {
         let bench = BenchDb::create(&options.database, "ownsql").await?;
         seed(&bench.db, options.intents, 0, "pending").await?;
-        // The dispatcher's own store, with its kept sessions on PostgreSQL.
-        let store = bench.db.claim_store();
+        // Each lane has a dispatcher's own store, with its sessions on PostgreSQL: one
+        // dispatcher runs one claim and one outcome group at a time, so more lanes on one
+        // store would run on its pool instead, which no dispatcher does.
+        let stores: Vec<_> = (0..lanes).map(|_| bench.db.claim_store()).collect();
         let cpu = CpuSample::now();
         let start = Instant::now();
-        let tasks: Vec<_> = (0..lanes)
-            .map(|lane| tokio::spawn(own_sql_lane(store.clone(), lane)))
+        let tasks: Vec<_> = stores
+            .into_iter()
+            .enumerate()
+            .map(|(lane, store)| tokio::spawn(own_sql_lane(store, lane)))
             .collect();
         let mut total = LaneTimes::default();
         for t in tasks {

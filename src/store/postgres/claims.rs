@@ -48,8 +48,8 @@ use crate::store::{
 };
 
 /// Where a kept statement runs: the dispatcher's session for it, which has the settings
-/// already (the statement is its own transaction), or, for any other store or while that
-/// session is busy, a transaction of the pool that sets them.
+/// already (the statement is its own transaction), or, for any other store, while that
+/// session is busy or when it could not be opened, a transaction of the pool that sets them.
 enum KeptSession<'a> {
     Dispatcher(Session<'a>),
     Transaction(Transaction<'static, Postgres>),
@@ -58,8 +58,15 @@ enum KeptSession<'a> {
 impl<'a> KeptSession<'a> {
     async fn open(store: &'a PgStore, role: SessionRole) -> Result<Self, sqlx::Error> {
         if let Some(kept) = &store.kept {
-            if let Some(session) = kept.try_session(role).await? {
-                return Ok(Self::Dispatcher(session));
+            match kept.try_session(role).await {
+                Ok(Some(session)) => return Ok(Self::Dispatcher(session)),
+                Ok(None) => {}
+                Err(sqlx::Error::Configuration(e)) if e.is::<super::CatalogNotFirst>() => {
+                    return Err(sqlx::Error::Configuration(e));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, ?role, "opening the dispatcher's session failed; this statement runs on the pool");
+                }
             }
         }
         Ok(Self::Transaction(

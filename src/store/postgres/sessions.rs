@@ -14,13 +14,16 @@
 //! * **Kept only after a statement succeeded.** A statement that failed, or whose future
 //!   was dropped mid-flight, closes its session; the next statement opens a new one.
 //! * **Checked only after a pause.** A session idle for [`CHECK_AFTER_IDLE`] or longer is
-//!   checked with a round trip before use (and replaced if that fails), as the pool checks
+//!   checked with a round trip before use (and replaced if that fails or does not answer
+//!   within the pool's acquire timeout), as the pool checks
 //!   every connection: what a server restart while the daemon was idle broke is found
 //!   there. A session broken while busy costs one failed statement, retried as any database
 //!   error, never a stream of them.
 //! * **Never waited for.** A caller that finds the session busy (two callers of one store at
 //!   once; the daemon has one claimer and one outcome writer) is told so, and runs its
-//!   statement on the pool instead.
+//!   statement on the pool instead; so does one whose session could not be opened, unless
+//!   the server's `search_path` is unsafe ([`super::CatalogNotFirst`]), which no
+//!   connection may use.
 
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
@@ -92,9 +95,16 @@ impl DispatcherSessions {
         let Ok(mut slot) = slot.try_lock() else {
             return Ok(None);
         };
-        if let Some(held) = slot.as_mut() {
-            if held.used.elapsed() >= CHECK_AFTER_IDLE && held.conn.ping().await.is_err() {
-                *slot = None;
+        if slot
+            .as_ref()
+            .is_some_and(|h| h.used.elapsed() >= CHECK_AFTER_IDLE)
+        {
+            // Out of the slot while it is checked: a check that fails, hangs past the open
+            // timeout (a connection a firewall dropped silently) or is abandoned closes it.
+            let mut held = slot.take().expect("checked above");
+            let check = tokio::time::timeout(self.open_timeout, held.conn.ping()).await;
+            if matches!(check, Ok(Ok(()))) {
+                *slot = Some(held);
             }
         }
         if slot.is_none() {
