@@ -269,6 +269,8 @@ pub enum Only {
     /// The SQL ceilings alone: the raw queue (2a) and the dispatcher's own SQL (2b), with
     /// the CPU ratio between them.
     Ceilings,
+    /// The tenant-fairness scenario (tenant B beside tenant A's backlog).
+    Fairness,
 }
 
 /// Only one measurement, with its own table (targets of the others read as missing).
@@ -300,6 +302,15 @@ pub async fn run_only(options: &BenchOptions, only: Only) -> Result<report::Repo
             report.section("SQL ceilings");
             ceilings::raw_queue(options, &mut report).await?;
             ceilings::own_sql(options, &mut report).await?;
+        }
+        Only::Fairness => {
+            let provider = fast_provider()?;
+            report.section("fairness");
+            let shape = fairness::Fairness {
+                backlog: options.scenarios.fairness_backlog.max(1),
+                produce_for: options.scenarios.fairness_for,
+            };
+            fairness::run(options, &provider, &shape, &mut report).await?;
         }
     }
     report.finish();
