@@ -23,6 +23,9 @@ use crate::store::{
     Transition,
 };
 
+/// How long one outcome write may go unanswered before it is abandoned and retried.
+pub const OUTCOME_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How a dispatcher claims and paces work.
 #[derive(Debug, Clone)]
 pub struct DispatcherSettings {
@@ -309,15 +312,17 @@ impl Dispatcher {
         let give_up_at = tokio::time::Instant::now() + self.settings.lease.mul_f64(0.8);
         let mut delay = Duration::from_millis(50);
         let results = loop {
-            // A write that hangs (a connection dropped silently) gives up at the deadline
-            // too, not never.
+            // A write that hangs (a connection dropped silently) is abandoned after
+            // OUTCOME_WRITE_TIMEOUT and retried on a new session, like a failed one; the
+            // fence makes a retry of a write that did commit apply nothing.
             let left = give_up_at.saturating_duration_since(tokio::time::Instant::now());
-            let written = tokio::time::timeout(left, self.store.record_outcomes(&outcomes))
+            let wait = left.min(OUTCOME_WRITE_TIMEOUT);
+            let written = tokio::time::timeout(wait, self.store.record_outcomes(&outcomes))
                 .await
                 .unwrap_or_else(|_| {
                     Err(StoreError::Database(sqlx::Error::Io(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
-                        "the outcome write did not answer before the lease's deadline",
+                        format!("the outcome write did not answer within {wait:?}"),
                     ))))
                 });
             match written {
