@@ -984,6 +984,16 @@ async fn a_large_outcome_group_is_written_in_linear_work() {
     );
 }
 
+/// Ends the server process `pid` and waits (up to 5 s) until it has ended.
+async fn terminate_backend(pool: &sqlx::PgPool, pid: i32) {
+    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+        .bind(pid)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert!(terminated, "server process {pid} did not end");
+}
+
 /// PostgreSQL: the dispatcher's sessions are held between statements, not handed through a
 /// pool that checks each one out and in with round trips of its own (decision 0024); a
 /// second caller while one is busy runs on the pool instead of waiting; and a session whose
@@ -1048,12 +1058,7 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
     // closes the session; the next one opens a new session and claims. That holds while the
     // session has not sat idle long enough to be checked first; on a machine so loaded that
     // it has, the check replaces the session (the part below covers that case).
-    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
-        .bind(first)
-        .fetch_one(pool)
-        .await
-        .unwrap();
-    assert!(terminated);
+    terminate_backend(pool, first).await;
     let claimed = store.claim_due(&one()).await;
     if since_used.elapsed() < outboxd::store::postgres::CHECK_AFTER_IDLE {
         assert!(
@@ -1078,12 +1083,7 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
         outboxd::NewIntent::new("acme", "op-late", REFUND, serde_json::json!({})),
     )
     .await;
-    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
-        .bind(second)
-        .fetch_one(pool)
-        .await
-        .unwrap();
-    assert!(terminated);
+    terminate_backend(pool, second).await;
     tokio::time::sleep(outboxd::store::postgres::CHECK_AFTER_IDLE).await;
     assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
     assert_ne!(claims_pid().await, second);
