@@ -1098,10 +1098,11 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
 /// A loopback relay to PostgreSQL whose open connections can be frozen (nothing more is
 /// relayed on them and nothing is closed, as when a firewall silently drops an idle flow)
 /// and which can refuse new ones (closed at once). Connections opened after a freeze relay
-/// normally.
+/// normally. Connections are numbered from 0 in the order they were accepted.
 struct Relay {
     port: u16,
     accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    frozen_from: std::sync::Arc<std::sync::atomic::AtomicU64>,
     frozen_below: std::sync::Arc<std::sync::atomic::AtomicU64>,
     refusing: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -1114,12 +1115,13 @@ impl Relay {
         let relay = Relay {
             port: listener.local_addr().unwrap().port(),
             accepted: Default::default(),
+            frozen_from: Default::default(),
             frozen_below: Default::default(),
             refusing: Default::default(),
         };
         let (counted, frozen, refusing) = (
             relay.accepted.clone(),
-            relay.frozen_below.clone(),
+            (relay.frozen_from.clone(), relay.frozen_below.clone()),
             relay.refusing.clone(),
         );
         tokio::spawn(async move {
@@ -1139,7 +1141,10 @@ impl Relay {
                     tokio::spawn(async move {
                         let mut buf = vec![0u8; 16 * 1024];
                         while let Ok(n @ 1..) = from.read(&mut buf).await {
-                            if id < frozen.load(Ordering::SeqCst) {
+                            let (from, below) = &frozen;
+                            if (from.load(Ordering::SeqCst)..below.load(Ordering::SeqCst))
+                                .contains(&id)
+                            {
                                 std::future::pending::<()>().await;
                             }
                             if to.write_all(&buf[..n]).await.is_err() {
@@ -1157,7 +1162,21 @@ impl Relay {
     fn freeze(&self) {
         use std::sync::atomic::Ordering;
         let open = self.accepted.load(Ordering::SeqCst);
+        self.frozen_from.store(0, Ordering::SeqCst);
         self.frozen_below.store(open, Ordering::SeqCst);
+    }
+
+    /// Freezes connection `id` only (instead of what was frozen before).
+    fn freeze_one(&self, id: u64) {
+        use std::sync::atomic::Ordering;
+        self.frozen_below.store(0, Ordering::SeqCst);
+        self.frozen_from.store(id, Ordering::SeqCst);
+        self.frozen_below.store(id + 1, Ordering::SeqCst);
+    }
+
+    /// Connections accepted so far.
+    fn accepted(&self) -> u64 {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Closes every new connection at once from now on.
@@ -1261,17 +1280,120 @@ async fn a_session_that_cannot_open_leaves_the_claim_to_the_pool() {
         vec![REFUND.to_owned()],
     );
     let claimed = store.claim_due(&one).await;
-    assert_eq!(
-        claimed
-            .expect("the claim failed with the pool's connection still open")
-            .len(),
-        1
-    );
+    let claimed = claimed.expect("the claim failed with the pool's connection still open");
+    assert_eq!(claimed.len(), 1);
     // The session was tried (a connection refused) and is not open.
     assert_eq!(
-        relay.accepted.load(std::sync::atomic::Ordering::SeqCst),
+        relay.accepted(),
         2,
         "connections through the relay: the pool's, then the refused session"
     );
     assert!(!kept.is_open(outboxd::store::postgres::SessionRole::Claims));
+    // The same for the outcome write, once the pool's connection is idle again.
+    let idle = tokio::time::timeout(Duration::from_secs(10), async {
+        while pool.num_idle() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    idle.await.expect("the pool's connection went back idle");
+    let written = store
+        .record_outcomes(&[delivered(&claimed[0])])
+        .await
+        .expect("the outcome write failed with the pool's connection still open");
+    assert_eq!(written, vec![outboxd::store::RecordResult::Recorded]);
+    assert_eq!(relay.accepted(), 3, "the refused outcome writes' session");
+    assert!(!kept.is_open(outboxd::store::postgres::SessionRole::Outcomes));
+}
+
+/// A dispatcher on `store` (its own provider and actions), claiming one intent per step.
+fn relayed_dispatcher(
+    store: &std::sync::Arc<dyn outboxd::store::OutboxStore>,
+    lease: Duration,
+) -> (
+    outboxd::fake_provider::FakeProvider,
+    outboxd::dispatch::Dispatcher,
+) {
+    use outboxd::fake_provider::{FakeProvider, FakeProviderOptions};
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    let actions = support::harness::test_actions(&provider, Duration::from_secs(24 * 3600));
+    let settings = outboxd::dispatch::DispatcherSettings {
+        batch_size: 1,
+        concurrency: 1,
+        lease,
+        ..support::harness::test_settings("relayed")
+    };
+    let dispatcher =
+        outboxd::dispatch::Dispatcher::new(store.clone(), std::sync::Arc::new(actions), settings);
+    (provider, dispatcher)
+}
+
+/// PostgreSQL: a claim whose session stops answering while the claim is on it (a
+/// connection dropped silently mid-statement) is abandoned after the lease, and the next
+/// claim runs on a new session; the claimer does not wait forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_never_answers_is_abandoned_after_the_lease() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let (relay, _pool, _kept, store) = relayed_dispatcher_store(&t).await;
+    let lease = Duration::from_secs(2);
+    let (provider, dispatcher) = relayed_dispatcher(&store, lease);
+    let first = dispatcher.claim_and_deliver().await.unwrap();
+    assert_eq!(first.delivered, 1, "{first:?}");
+    // Connection 0 is the claims' session, 1 the outcome writes'.
+    assert_eq!(relay.accepted(), 2, "connections through the relay");
+    relay.freeze_one(0);
+    let started = std::time::Instant::now();
+    let hung = tokio::time::timeout(Duration::from_secs(15), dispatcher.claim_and_deliver())
+        .await
+        .expect("a claim waited on a session whose connection no longer answers");
+    let err = hung.expect_err("the claim on a frozen connection cannot have succeeded");
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    assert!(started.elapsed() >= lease, "abandoned before the lease");
+    let next = dispatcher.claim_and_deliver().await.unwrap();
+    assert_eq!(
+        next.delivered, 1,
+        "the next claim, on a new session: {next:?}"
+    );
+    assert_eq!(relay.accepted(), 3, "a new claims' session");
+    assert_eq!(provider.request_count(), 2);
+}
+
+/// PostgreSQL: an outcome write whose session stops answering is abandoned after
+/// `OUTCOME_WRITE_TIMEOUT` and written again on a new session while the lease lasts; the
+/// outcome is recorded, not left to the lease's expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_write_that_never_answers_is_written_again() {
+    use outboxd::dispatch::dispatcher::OUTCOME_WRITE_TIMEOUT;
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let (relay, _pool, _kept, store) = relayed_dispatcher_store(&t).await;
+    // Room for one abandoned write and a second one within 80 % of the lease.
+    let (provider, dispatcher) = relayed_dispatcher(&store, Duration::from_secs(10));
+    let first = dispatcher.claim_and_deliver().await.unwrap();
+    assert_eq!(first.delivered, 1, "{first:?}");
+    assert_eq!(relay.accepted(), 2, "connections through the relay");
+    relay.freeze_one(1);
+    let started = std::time::Instant::now();
+    let step = tokio::time::timeout(Duration::from_secs(20), dispatcher.claim_and_deliver())
+        .await
+        .expect("an outcome write waited on a session whose connection no longer answers");
+    let took = started.elapsed();
+    let step = step.expect("the outcome was written again on a new session");
+    assert_eq!(step.delivered, 1, "{step:?}");
+    assert_eq!(step.fenced, 0, "{step:?}");
+    assert_eq!(provider.request_count(), 2);
+    assert_eq!(relay.accepted(), 3, "a new outcome writes' session");
+    if took < OUTCOME_WRITE_TIMEOUT {
+        // The session sat idle past `CHECK_AFTER_IDLE` (a slow step), so its check, not
+        // the write, found it frozen: the write's own deadline was not exercised.
+        println!("NOTE: the frozen session was found by its idle check after {took:?}");
+    }
+    let pending = scalar(
+        &t.db,
+        "SELECT count(*) FROM outbox_intents WHERE state <> 'delivered'",
+    )
+    .await;
+    assert_eq!(pending, 0);
 }

@@ -210,14 +210,21 @@ pub async fn claims_held_by(db: &Database, owner: &str) -> i64 {
 /// server (it may record the outcomes of the attempts we are about to count).
 const STATEMENT_SETTLE: Duration = Duration::from_millis(200);
 
-/// SIGKILLs `daemon` (dispatcher `owner`) while it has attempts open: freezes it (SIGSTOP),
-/// lets a statement it already sent finish, counts its open attempts, and kills it frozen
-/// if there are any, else lets it run a little and tries again, up to `limit`. Returns the
-/// open attempts it left behind, counted after the kill (0: it never had any within
-/// `limit`).
+/// SIGKILLs `daemon` (dispatcher `owner`) while it has attempts open: watches it run
+/// until it holds one, freezes it (SIGSTOP), lets a statement it already sent finish,
+/// counts its open attempts again, and kills it frozen if there are any, else lets it run
+/// and tries again, up to `limit`. Returns the open attempts it left behind, counted after
+/// the kill (0: it never had any within `limit`).
+///
+/// The daemon runs freely while it is watched: a daemon kept frozen most of the time
+/// (as an earlier version did) rarely wins a claim beside a replica that runs freely, and
+/// the replica may drain the queue first.
 pub async fn kill_mid_attempt(daemon: Daemon, db: &Database, owner: &str, limit: Duration) -> i64 {
     let until = Instant::now() + limit;
     loop {
+        while claims_held_by(db, owner).await == 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         daemon.signal("STOP");
         tokio::time::sleep(STATEMENT_SETTLE).await;
         let open = claims_held_by(db, owner).await;
@@ -226,7 +233,6 @@ pub async fn kill_mid_attempt(daemon: Daemon, db: &Database, owner: &str, limit:
             return claims_held_by(db, owner).await;
         }
         daemon.signal("CONT");
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
