@@ -19,8 +19,8 @@ use super::actions::ActionTable;
 use super::{attempt, lease};
 use crate::metrics::Metrics;
 use crate::store::{
-    ClaimRequest, ClaimStore, ClaimedIntent, FairShare, OutcomeRecord, RecordResult, Release,
-    StoreError, Transition,
+    ClaimRequest, ClaimStore, ClaimedIntent, OutcomeRecord, RecordResult, Release, StoreError,
+    Transition,
 };
 
 /// How long one outcome write may go unanswered before it is abandoned and retried.
@@ -205,7 +205,7 @@ impl Dispatcher {
         let share = lock(&self.turns).share(request.limit);
         // Before the claim waits for anything: the lease window counts from here.
         let claim_started = Instant::now();
-        let claimed = self.claim(&request, &share).await?;
+        let claimed = self.store.claim_due_shared(&request, &share).await?;
         lock(&self.turns).advance(&share, request.limit, &claimed);
         report.claimed = claimed.len();
         if let Some(m) = &self.metrics {
@@ -221,22 +221,6 @@ impl Dispatcher {
             .await;
         self.record(finished, &mut report).await?;
         Ok(report)
-    }
-
-    /// Claims what `request` and `share` allow. A claim not answered within the lease (its
-    /// connection stopped answering) is abandoned, so the claimer does not wait forever:
-    /// the lease of every row it may have claimed has expired by then, counted from before
-    /// the claim was issued, so none of them could be sent any more (see [`lease`]), and
-    /// the takeover of expired leases judges them as after a crash.
-    pub(super) async fn claim(
-        &self,
-        request: &ClaimRequest,
-        share: &FairShare,
-    ) -> Result<Vec<ClaimedIntent>, StoreError> {
-        let wait = self.settings.lease;
-        tokio::time::timeout(wait, self.store.claim_due_shared(request, share))
-            .await
-            .unwrap_or_else(|_| Err(unanswered("the claim", wait)))
     }
 
     /// Runs steps until one finds nothing due (tests and one-shot runs).

@@ -1202,7 +1202,9 @@ async fn relayed_dispatcher_store(
     let relay = Relay::to((direct.get_host().to_owned(), direct.get_port())).await;
     let relayed = sqlx::postgres::PgPoolOptions::new()
         .max_connections(2)
-        .acquire_timeout(Duration::from_secs(4))
+        // Longer than `OUTCOME_WRITE_TIMEOUT`, so that the write's own deadline, not the
+        // idle check's, ends a write on a frozen session.
+        .acquire_timeout(Duration::from_secs(8))
         .connect_lazy_with(direct.host("127.0.0.1").port(relay.port));
     let kept = std::sync::Arc::new(outboxd::store::postgres::DispatcherSessions::beside(
         &relayed,
@@ -1327,38 +1329,6 @@ fn relayed_dispatcher(
     (provider, dispatcher)
 }
 
-/// PostgreSQL: a claim whose session stops answering while the claim is on it (a
-/// connection dropped silently mid-statement) is abandoned after the lease, and the next
-/// claim runs on a new session; the claimer does not wait forever.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_that_never_answers_is_abandoned_after_the_lease() {
-    let Some(t) = TestDb::postgres().await else {
-        return;
-    };
-    let (relay, _pool, _kept, store) = relayed_dispatcher_store(&t).await;
-    let lease = Duration::from_secs(2);
-    let (provider, dispatcher) = relayed_dispatcher(&store, lease);
-    let first = dispatcher.claim_and_deliver().await.unwrap();
-    assert_eq!(first.delivered, 1, "{first:?}");
-    // Connection 0 is the claims' session, 1 the outcome writes'.
-    assert_eq!(relay.accepted(), 2, "connections through the relay");
-    relay.freeze_one(0);
-    let started = std::time::Instant::now();
-    let hung = tokio::time::timeout(Duration::from_secs(15), dispatcher.claim_and_deliver())
-        .await
-        .expect("a claim waited on a session whose connection no longer answers");
-    let err = hung.expect_err("the claim on a frozen connection cannot have succeeded");
-    assert!(err.to_string().contains("did not answer"), "{err}");
-    assert!(started.elapsed() >= lease, "abandoned before the lease");
-    let next = dispatcher.claim_and_deliver().await.unwrap();
-    assert_eq!(
-        next.delivered, 1,
-        "the next claim, on a new session: {next:?}"
-    );
-    assert_eq!(relay.accepted(), 3, "a new claims' session");
-    assert_eq!(provider.request_count(), 2);
-}
-
 /// PostgreSQL: an outcome write whose session stops answering is abandoned after
 /// `OUTCOME_WRITE_TIMEOUT` and written again on a new session while the lease lasts; the
 /// outcome is recorded, not left to the lease's expiry.
@@ -1385,11 +1355,13 @@ async fn an_outcome_write_that_never_answers_is_written_again() {
     assert_eq!(step.fenced, 0, "{step:?}");
     assert_eq!(provider.request_count(), 2);
     assert_eq!(relay.accepted(), 3, "a new outcome writes' session");
-    if took < OUTCOME_WRITE_TIMEOUT {
-        // The session sat idle past `CHECK_AFTER_IDLE` (a slow step), so its check, not
-        // the write, found it frozen: the write's own deadline was not exercised.
-        println!("NOTE: the frozen session was found by its idle check after {took:?}");
-    }
+    // Whether the write or the idle check before it (the session idle past
+    // `CHECK_AFTER_IDLE` on a slow machine) met the frozen connection, the write's deadline
+    // ended the wait: the check's own (the acquire timeout) is longer.
+    assert!(
+        took >= OUTCOME_WRITE_TIMEOUT,
+        "written again after {took:?}"
+    );
     let pending = scalar(
         &t.db,
         "SELECT count(*) FROM outbox_intents WHERE state <> 'delivered'",
