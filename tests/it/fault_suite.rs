@@ -22,7 +22,9 @@ use outboxd::{enqueue, EnqueueError, NewIntent};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde_json::json;
-use support::daemon::{kill_mid_attempt, log_lines_containing, wait_settled, write_config, Daemon};
+use support::daemon::{
+    kill_mid_attempt, log_lines_containing, wait_settled, wait_until_holding, write_config, Daemon,
+};
 use support::harness::{operation, tenant, test_actions, NOTIFY, REFUND};
 use support::pg_cluster::PgCluster;
 use support::TestDb;
@@ -292,14 +294,9 @@ async fn catch_holding_claims(
     // the provider answers slowly, so a claim stays in flight for a while. Well within the
     // 1 s request timeout and the 3 s lease.
     provider.set_latency(Duration::from_millis(150));
-    // It runs freely while it is watched, and is stopped once it holds a claim: stopped
-    // most of the time (as an earlier version did), it rarely won a claim beside two
-    // replicas that run freely.
-    let until = tokio::time::Instant::now() + Duration::from_secs(60);
-    while held.is_empty() && tokio::time::Instant::now() < until {
-        while claims_of(db, owner).await.is_empty() && tokio::time::Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while held.is_empty() && std::time::Instant::now() < until {
+        wait_until_holding(db, owner, until).await;
         daemons[0].signal("STOP");
         held = claims_of(db, owner).await;
         if held.is_empty() {

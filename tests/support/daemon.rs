@@ -206,6 +206,15 @@ pub async fn claims_held_by(db: &Database, owner: &str) -> i64 {
     scalar(db, &sql).await
 }
 
+/// Waits, checking every millisecond, until dispatcher `owner` holds an open attempt or
+/// `until` passes. A daemon watched while it runs freely is caught holding one; one kept
+/// frozen most of the time rarely wins a claim beside a replica that runs freely.
+pub async fn wait_until_holding(db: &Database, owner: &str, until: Instant) {
+    while claims_held_by(db, owner).await == 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// How long a frozen daemon's last statement, already sent, may take to finish on the
 /// server (it may record the outcomes of the attempts we are about to count).
 const STATEMENT_SETTLE: Duration = Duration::from_millis(200);
@@ -215,16 +224,10 @@ const STATEMENT_SETTLE: Duration = Duration::from_millis(200);
 /// counts its open attempts again, and kills it frozen if there are any, else lets it run
 /// and tries again, up to `limit`. Returns the open attempts it left behind, counted after
 /// the kill (0: it never had any within `limit`).
-///
-/// The daemon runs freely while it is watched: a daemon kept frozen most of the time
-/// (as an earlier version did) rarely wins a claim beside a replica that runs freely, and
-/// the replica may drain the queue first.
 pub async fn kill_mid_attempt(daemon: Daemon, db: &Database, owner: &str, limit: Duration) -> i64 {
     let until = Instant::now() + limit;
     loop {
-        while claims_held_by(db, owner).await == 0 && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        wait_until_holding(db, owner, until).await;
         daemon.signal("STOP");
         tokio::time::sleep(STATEMENT_SETTLE).await;
         let open = claims_held_by(db, owner).await;
