@@ -319,7 +319,7 @@ impl Dispatcher {
             let wait = left.min(OUTCOME_WRITE_TIMEOUT);
             let written = tokio::time::timeout(wait, self.store.record_outcomes(&outcomes))
                 .await
-                .unwrap_or_else(|_| Err(unanswered("the outcome write", wait)));
+                .unwrap_or_else(|_| Err(StoreError::unanswered("the outcome write", wait)));
             match written {
                 Ok(results) => break results,
                 Err(e) if tokio::time::Instant::now() + delay < give_up_at => {
@@ -387,12 +387,4 @@ impl Dispatcher {
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The error of a statement abandoned after `wait` without an answer.
-fn unanswered(what: &str, wait: Duration) -> StoreError {
-    StoreError::Database(sqlx::Error::Io(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        format!("{what} did not answer within {wait:?}"),
-    )))
 }

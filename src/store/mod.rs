@@ -56,6 +56,17 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// The error of a statement abandoned after `wait` without an answer (`what`: "the
+    /// claim", "the outcome write").
+    pub fn unanswered(what: &str, wait: std::time::Duration) -> Self {
+        StoreError::Database(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("{what} did not answer within {wait:?}"),
+        )))
+    }
+}
+
 /// Filter for [`ReadStore::list_intents`].
 #[derive(Debug, Clone, Default)]
 pub struct IntentFilter {

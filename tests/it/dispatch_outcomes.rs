@@ -1032,9 +1032,9 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
         session.keep();
         pid
     };
-    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+    assert_eq!(store.claim_due(&one_relayed()).await.unwrap().len(), 1);
     let first = claims_pid().await;
-    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+    assert_eq!(store.claim_due(&one_relayed()).await.unwrap().len(), 1);
     assert_eq!(
         claims_pid().await,
         first,
@@ -1069,7 +1069,7 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
             !kept.is_open(SessionRole::Claims),
             "a failed statement left its session open"
         );
-        assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+        assert_eq!(store.claim_due(&one_relayed()).await.unwrap().len(), 1);
     } else {
         eprintln!("NOTE: the termination took past the idle check; the failed-statement path was not exercised in this run");
         assert_eq!(claimed.unwrap().len(), 1);
@@ -1085,7 +1085,7 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
     .await;
     terminate_backend(pool, second).await;
     tokio::time::sleep(outboxd::store::postgres::CHECK_AFTER_IDLE).await;
-    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+    assert_eq!(store.claim_due(&one_relayed()).await.unwrap().len(), 1);
     assert_ne!(claims_pid().await, second);
     let in_flight: i64 =
         sqlx::query_scalar("SELECT count(*) FROM outbox_intents WHERE state = 'in_flight'")
@@ -1184,6 +1184,41 @@ impl Relay {
         self.refusing
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
+
+    /// Relays new connections again (after [`Relay::refuse`]).
+    fn accept(&self) {
+        self.refusing
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A claim of one refund intent for the relayed store's owner, leased for a minute.
+fn one_relayed() -> outboxd::store::ClaimRequest {
+    claim_request(
+        "relayed",
+        Duration::from_secs(60),
+        1,
+        vec![REFUND.to_owned()],
+    )
+}
+
+/// Opens one connection of `pool` and lets it go back idle, then has `relay` refuse every
+/// new connection: the dispatcher's sessions cannot open, the pool still has one.
+async fn refuse_all_but_one_pooled(pool: &sqlx::PgPool, relay: &Relay) {
+    drop(pool.acquire().await.unwrap());
+    wait_idle(pool).await;
+    relay.refuse();
+}
+
+/// Waits (up to 10 s) until `pool` has a connection idle: sqlx hands a connection back in a
+/// task of its own, after checking it, and a caller that found none idle would open another.
+async fn wait_idle(pool: &sqlx::PgPool) {
+    let idle = tokio::time::timeout(Duration::from_secs(10), async {
+        while pool.num_idle() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    idle.await.expect("the pool's connection went back idle");
 }
 
 /// The dispatcher's store of `t`'s schema, reached through a [`Relay`].
@@ -1232,18 +1267,10 @@ async fn a_silently_dropped_idle_session_is_replaced() {
         return;
     };
     let (relay, _pool, kept, store) = relayed_dispatcher_store(&t).await;
-    let one = || {
-        claim_request(
-            "relayed",
-            Duration::from_secs(60),
-            1,
-            vec![REFUND.to_owned()],
-        )
-    };
-    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
+    assert_eq!(store.claim_due(&one_relayed()).await.unwrap().len(), 1);
     relay.freeze();
     tokio::time::sleep(CHECK_AFTER_IDLE).await;
-    let claimed = tokio::time::timeout(Duration::from_secs(15), store.claim_due(&one()))
+    let claimed = tokio::time::timeout(Duration::from_secs(15), store.claim_due(&one_relayed()))
         .await
         .expect("a claim waited on a session whose connection no longer answers");
     assert_eq!(claimed.unwrap().len(), 1);
@@ -1265,23 +1292,8 @@ async fn a_session_that_cannot_open_leaves_the_claim_to_the_pool() {
         return;
     };
     let (relay, pool, kept, store) = relayed_dispatcher_store(&t).await;
-    // One pool connection, open and idle before the refusal (sqlx hands a connection back
-    // in a task of its own, after checking it).
-    drop(pool.acquire().await.unwrap());
-    let idle = tokio::time::timeout(Duration::from_secs(10), async {
-        while pool.num_idle() == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
-    idle.await.expect("the pool's connection went back idle");
-    relay.refuse();
-    let one = claim_request(
-        "relayed",
-        Duration::from_secs(60),
-        1,
-        vec![REFUND.to_owned()],
-    );
-    let claimed = store.claim_due(&one).await;
+    refuse_all_but_one_pooled(&pool, &relay).await;
+    let claimed = store.claim_due(&one_relayed()).await;
     let claimed = claimed.expect("the claim failed with the pool's connection still open");
     assert_eq!(claimed.len(), 1);
     // The session was tried (a connection refused) and is not open.
@@ -1292,12 +1304,7 @@ async fn a_session_that_cannot_open_leaves_the_claim_to_the_pool() {
     );
     assert!(!kept.is_open(outboxd::store::postgres::SessionRole::Claims));
     // The same for the outcome write, once the pool's connection is idle again.
-    let idle = tokio::time::timeout(Duration::from_secs(10), async {
-        while pool.num_idle() == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
-    idle.await.expect("the pool's connection went back idle");
+    wait_idle(&pool).await;
     let written = store
         .record_outcomes(&[delivered(&claimed[0])])
         .await
@@ -1368,4 +1375,121 @@ async fn an_outcome_write_that_never_answers_is_written_again() {
     )
     .await;
     assert_eq!(pending, 0);
+}
+
+/// PostgreSQL: a claim whose session stops answering while the claim is on it (a
+/// connection dropped silently mid-statement) is abandoned after the lease, and the next
+/// claim runs on a new session; the claimer does not wait forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_never_answers_is_abandoned_after_the_lease() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let (relay, _pool, _kept, store) = relayed_dispatcher_store(&t).await;
+    let lease = Duration::from_secs(2);
+    let (provider, dispatcher) = relayed_dispatcher(&store, lease);
+    let first = dispatcher.claim_and_deliver().await.unwrap();
+    assert_eq!(first.delivered, 1, "{first:?}");
+    // Connection 0 is the claims' session, 1 the outcome writes'.
+    assert_eq!(relay.accepted(), 2, "connections through the relay");
+    relay.freeze_one(0);
+    let started = std::time::Instant::now();
+    let hung = tokio::time::timeout(Duration::from_secs(15), dispatcher.claim_and_deliver())
+        .await
+        .expect("a claim waited on a session whose connection no longer answers");
+    let err = hung.expect_err("the claim on a frozen connection cannot have succeeded");
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    assert!(started.elapsed() >= lease, "abandoned before the lease");
+    let next = dispatcher.claim_and_deliver().await.unwrap();
+    assert_eq!(
+        next.delivered, 1,
+        "the next claim, on a new session: {next:?}"
+    );
+    assert_eq!(relay.accepted(), 3, "a new claims' session");
+    assert_eq!(provider.request_count(), 2);
+}
+
+/// PostgreSQL: a claim queued behind a lock on the outbox table is cancelled by the server
+/// at its deadline (half the lease), before the claimer would give up on it, and claims
+/// nothing: no row stays claimed for a request that is never sent, even once the lock is
+/// released. The next claim delivers. Both where a claim runs: on the dispatcher's session
+/// and in a pool transaction (any other store), each delivering one of the two intents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_behind_a_lock_is_cancelled_by_the_server_and_claims_nothing() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let outboxd::store::Database::Postgres(direct) = &t.db else {
+        unreachable!("a PostgreSQL test database");
+    };
+    let (_relay, _pool, _kept, sessions) = relayed_dispatcher_store(&t).await;
+    let lease = Duration::from_secs(2);
+    for (store, via) in [
+        (sessions, "the dispatcher's session"),
+        (t.db.store(), "the pool"),
+    ] {
+        let (provider, dispatcher) = relayed_dispatcher(&store, lease);
+        let mut locker = direct.begin().await.unwrap();
+        sqlx::query("LOCK TABLE outbox_intents IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *locker)
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let claimed = tokio::time::timeout(Duration::from_secs(15), dispatcher.claim_and_deliver())
+            .await
+            .expect("a claim behind a lock was never given up");
+        let took = started.elapsed();
+        let err = claimed.expect_err("a claim behind the lock cannot have succeeded");
+        assert!(
+            err.to_string().contains("statement timeout"),
+            "{via}: not cancelled by the server: {err}"
+        );
+        assert!(took < lease, "{via}: cancelled after {took:?}");
+        // Held past the lease: a claim still queued would now be granted and commit.
+        tokio::time::sleep(lease.saturating_sub(took) + Duration::from_millis(500)).await;
+        locker.rollback().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let taken = scalar(
+            &t.db,
+            "SELECT count(*) FROM outbox_intents WHERE state = 'in_flight'",
+        )
+        .await;
+        assert_eq!(taken, 0, "{via}: rows claimed by a cancelled claim");
+        assert_eq!(provider.request_count(), 0, "{via}");
+        let next = dispatcher.claim_and_deliver().await.unwrap();
+        assert_eq!(next.delivered, 1, "{via}: {next:?}");
+    }
+}
+
+/// PostgreSQL: a dispatcher's session that could not be opened is left alone for
+/// `REOPEN_AFTER`: the statements meanwhile run on the pool without trying it again (one
+/// failed connection and one warning per back-off, not per statement), and once the
+/// back-off has passed and the server accepts connections again, a new session serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_failed_to_open_is_tried_again_only_after_a_back_off() {
+    use outboxd::store::postgres::{SessionRole, REOPEN_AFTER};
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let (relay, pool, kept, store) = relayed_dispatcher_store(&t).await;
+    refuse_all_but_one_pooled(&pool, &relay).await;
+    let first = store.claim_due(&one_relayed()).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(relay.accepted(), 2, "the pool's, then the refused session");
+    wait_idle(&pool).await;
+    let second = store.claim_due(&one_relayed()).await.unwrap();
+    assert_eq!(second.len(), 1, "the second claim, on the pool");
+    assert_eq!(
+        relay.accepted(),
+        2,
+        "the session was tried again within its back-off"
+    );
+    assert!(!kept.is_open(SessionRole::Claims));
+    relay.accept();
+    tokio::time::sleep(REOPEN_AFTER + Duration::from_millis(200)).await;
+    wait_idle(&pool).await;
+    let third = store.claim_due(&one_relayed()).await.unwrap();
+    assert!(third.is_empty(), "both intents were claimed: {third:?}");
+    assert_eq!(relay.accepted(), 3, "a new session after the back-off");
+    assert!(kept.is_open(SessionRole::Claims));
 }

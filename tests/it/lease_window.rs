@@ -55,10 +55,12 @@ async fn claim_stalled_past_the_lease_margin_is_not_sent(t: &TestDb) {
     let h = Harness::new(t).await;
     let r = h.enqueue_simple("op-stalled", NOTIFY).await;
     let mut settings = test_settings("short-lease");
-    // 700 ms request timeout + 1 s margin: a claim may wait at most 1.3 s.
-    settings.lease = Duration::from_secs(3);
+    // 700 ms request timeout + 1 s margin: a claim may wait at most 300 ms to send. The
+    // stall ends well before PostgreSQL's deadline for the claim (half the lease), which
+    // would cancel it instead (`a_claim_behind_a_lock_is_cancelled_by_the_server_…`).
+    settings.lease = Duration::from_secs(2);
     let dispatcher = Dispatcher::new(h.db.claim_store(), h.actions.clone(), settings);
-    let stall = stall_writers(&h.db, Duration::from_millis(1800)).await;
+    let stall = stall_writers(&h.db, Duration::from_millis(650)).await;
     let step = dispatcher.claim_and_deliver().await.unwrap();
     stall.await.unwrap();
     assert_eq!((step.claimed, step.released), (1, 1), "{step:?}");

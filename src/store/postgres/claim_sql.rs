@@ -62,8 +62,11 @@ pub(super) static KEPT_PLAN_BEGIN_SQL: std::sync::LazyLock<String> =
 /// statement runs as a transaction of its own (on one of the dispatcher's kept sessions, or
 /// opened by [`KEPT_PLAN_BEGIN_SQL`]) that commits before the claim returns, so the claim is
 /// durable before any request is sent.
-/// On error, nothing is claimed; a claim dropped after it was sent may still commit (on
-/// a dispatcher's session the statement is its own transaction), so callers never cancel it. The `UPDATE`
+/// On error, nothing is claimed, including when the server cancels it at its deadline
+/// (`statement_timeout`, half the lease); a claim dropped after it was sent may still
+/// commit (on a dispatcher's session the statement is its own transaction), so the caller
+/// gives up on it only after the whole lease
+/// ([`claim_deadlines`](super::claims::claim_deadlines)). The `UPDATE`
 /// finds the locked rows by primary key through an array of their ids, a shape that no plan
 /// can turn into a join over a scan of the table: the statement is kept prepared and runs
 /// on a generic plan (see [`KEPT_PLAN_SETTINGS`]). The lease runs from the database's clock

@@ -17,6 +17,18 @@
 //! begin with the settings, execute, commit). Either way it commits before the call
 //! returns.
 //!
+//! **A claim has two deadlines** ([`claim_deadlines`]). The server cancels it after half
+//! the lease (`statement_timeout`, on the claims' session or set for the pool's
+//! transaction): a claim queued behind a lock, or slowed by a table that outgrew its plan,
+//! ends with an error and claims nothing, so no row is left claimed for a request that
+//! will never be sent. The caller gives up only after the whole lease, counted from
+//! before it asked for a session: by then the server has had half a lease to answer even
+//! its own cancellation, so the connection has stopped answering (dropped silently by a
+//! firewall, a server frozen), and waiting longer could only bring back rows whose lease
+//! has run out. A claim abandoned that way is the one case where rows may stay claimed
+//! unsent: the server got the statement more than half a lease late and committed it, and
+//! they are then taken over when their lease expires, as after a crash.
+//!
 //! The rarer statements that join `outbox_intents` to a list of ids (takeovers, releases)
 //! are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for the table
 //! as it is now. A prepared statement is planned for its first executions and may then
@@ -29,6 +41,8 @@
 //! sqlx looks its statement cache up by SQL text first, so the unnamed texts must not also
 //! be run as cached statements on the same connection, nor the kept statements without
 //! their settings.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -55,10 +69,22 @@ enum KeptSession<'a> {
     Transaction(Transaction<'static, Postgres>),
 }
 
+/// The deadlines of a claim under `lease` (see the module documentation): the server's
+/// (`statement_timeout`), then the caller's.
+pub fn claim_deadlines(lease: Duration) -> (Duration, Duration) {
+    ((lease / 2).max(Duration::from_millis(1)), lease)
+}
+
 impl<'a> KeptSession<'a> {
-    async fn open(store: &'a PgStore, role: SessionRole) -> Result<Self, sqlx::Error> {
+    /// A session for `role`'s statement, which the server cancels after
+    /// `statement_timeout` (`None`: the server's default).
+    async fn open(
+        store: &'a PgStore,
+        role: SessionRole,
+        statement_timeout: Option<Duration>,
+    ) -> Result<Self, sqlx::Error> {
         if let Some(kept) = &store.kept {
-            match kept.try_session(role).await {
+            match kept.try_session_with(role, statement_timeout).await {
                 Ok(Some(session)) => return Ok(Self::Dispatcher(session)),
                 Ok(None) => {}
                 Err(sqlx::Error::Configuration(e)) if e.is::<super::CatalogNotFirst>() => {
@@ -69,9 +95,19 @@ impl<'a> KeptSession<'a> {
                 }
             }
         }
-        Ok(Self::Transaction(
-            store.pool.begin_with(KEPT_PLAN_BEGIN_SQL.as_str()).await?,
-        ))
+        let tx = match statement_timeout {
+            // Only digits are formatted into the text.
+            Some(t) => {
+                let begin = format!(
+                    "{}; SET LOCAL statement_timeout = '{}ms'",
+                    KEPT_PLAN_BEGIN_SQL.as_str(),
+                    t.as_millis()
+                );
+                store.pool.begin_with(sqlx::AssertSqlSafe(begin)).await?
+            }
+            None => store.pool.begin_with(KEPT_PLAN_BEGIN_SQL.as_str()).await?,
+        };
+        Ok(Self::Transaction(tx))
     }
 
     fn conn(&mut self) -> &mut PgConnection {
@@ -146,9 +182,16 @@ impl ClaimStore for PgStore {
             .bind(start)
             .bind(i64::from(share.per_tenant.max(1)))
             .bind(inclusive);
-        let mut session = KeptSession::open(self, SessionRole::Claims).await?;
-        let rows = claim.fetch_all(session.conn()).await?;
-        session.finish().await?;
+        let (server, caller) = claim_deadlines(req.lease);
+        let run = async {
+            let mut session = KeptSession::open(self, SessionRole::Claims, Some(server)).await?;
+            let rows = claim.fetch_all(session.conn()).await?;
+            session.finish().await?;
+            Ok::<_, sqlx::Error>(rows)
+        };
+        let rows = tokio::time::timeout(caller, run)
+            .await
+            .map_err(|_| StoreError::unanswered("the claim", caller))??;
         rows.iter().map(claimed_from_row).collect()
     }
 
@@ -188,7 +231,7 @@ impl ClaimStore for PgStore {
             .bind(&cols.duration_ms)
             .bind(first.now)
             .bind(&cols.attempt_started);
-        let mut session = KeptSession::open(self, SessionRole::Outcomes).await?;
+        let mut session = KeptSession::open(self, SessionRole::Outcomes, None).await?;
         let applied: Vec<IntentId> = write.fetch_all(session.conn()).await?;
         session.finish().await?;
         Ok(record_results(outcomes, &applied))

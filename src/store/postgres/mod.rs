@@ -21,7 +21,8 @@ mod sessions;
 
 pub use review::append_audit_on;
 pub use sessions::{
-    DispatcherSessions, Session, SessionRole, CHECK_AFTER_IDLE, DISPATCHER_SESSIONS,
+    DispatcherSessions, Session, SessionRole, CHECK_AFTER_IDLE, DISPATCHER_SESSIONS, REOPEN_AFTER,
+    REOPEN_AFTER_AT_MOST,
 };
 
 use sqlx::PgPool;

@@ -19,11 +19,20 @@
 //!   every connection: what a server restart while the daemon was idle broke is found
 //!   there. A session broken while busy costs one failed statement, retried as any database
 //!   error, never a stream of them.
+//! * **A server-side deadline for the claims** ([`DispatcherSessions::try_session_with`]): the
+//!   claims' session is opened with the `statement_timeout` its caller asks for (half the
+//!   lease, [`super::claims`]), so the server itself cancels a claim that waits too long
+//!   (behind a table lock, say) before the caller gives up on it; a held session opened
+//!   with another deadline is given this one first.
 //! * **Never waited for.** A caller that finds the session busy (two callers of one store at
 //!   once; the daemon has one claimer and one outcome writer) is told so, and runs its
 //!   statement on the pool instead; so does one whose session could not be opened, unless
 //!   the server's `search_path` is unsafe ([`super::CatalogNotFirst`]), which no
 //!   connection may use.
+//! * **Left alone for a while after it failed to open** ([`REOPEN_AFTER`], doubling up to
+//!   [`REOPEN_AFTER_AT_MOST`]): meanwhile its statements run on the pool at once, so a
+//!   server that refuses or never answers new connections costs one attempt (and one
+//!   warning) per back-off, not one per statement.
 
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
@@ -50,13 +59,33 @@ pub struct DispatcherSessions {
     open_timeout: Duration,
     claims: Mutex<Option<Held>>,
     outcomes: Mutex<Option<Held>>,
+    /// When a session that could not be opened is tried again, per role.
+    reopen: std::sync::Mutex<[Reopen; 2]>,
 }
 
-/// An open session and when its last statement ended.
+/// The back-off after a session could not be opened: until `not_before` its statements run
+/// on the pool without trying to open it; each failure in a row doubles `wait`, from
+/// [`REOPEN_AFTER`] up to [`REOPEN_AFTER_AT_MOST`].
+#[derive(Debug, Default, Clone, Copy)]
+struct Reopen {
+    not_before: Option<Instant>,
+    wait: Duration,
+}
+
+/// How long a session that could not be opened is left alone before it is tried again;
+/// doubled after each failure in a row, up to [`REOPEN_AFTER_AT_MOST`].
+pub const REOPEN_AFTER: Duration = Duration::from_secs(1);
+
+/// The longest wait before a session that keeps failing to open is tried again.
+pub const REOPEN_AFTER_AT_MOST: Duration = Duration::from_secs(30);
+
+/// An open session, when its last statement ended, and the `statement_timeout` it was
+/// opened with (`None`: the server's default).
 #[derive(Debug)]
 struct Held {
     conn: PgConnection,
     used: Instant,
+    statement_timeout: Option<Duration>,
 }
 
 /// How long a session may sit idle before it is checked with a round trip before use.
@@ -82,12 +111,24 @@ impl DispatcherSessions {
             open_timeout: pool.options().get_acquire_timeout(),
             claims: Mutex::new(None),
             outcomes: Mutex::new(None),
+            reopen: std::sync::Mutex::new([Reopen::default(); 2]),
         }
     }
 
     /// The session for `role`, opened if it is not open; `Ok(None)` if another caller is
     /// using it now.
     pub async fn try_session(&self, role: SessionRole) -> Result<Option<Session<'_>>, sqlx::Error> {
+        self.try_session_with(role, None).await
+    }
+
+    /// [`Self::try_session`] for a session whose statements the server cancels after
+    /// `statement_timeout` (`None`: whatever the session has); a held session with another
+    /// deadline is given this one first.
+    pub async fn try_session_with(
+        &self,
+        role: SessionRole,
+        statement_timeout: Option<Duration>,
+    ) -> Result<Option<Session<'_>>, sqlx::Error> {
         let slot = match role {
             SessionRole::Claims => &self.claims,
             SessionRole::Outcomes => &self.outcomes,
@@ -95,6 +136,17 @@ impl DispatcherSessions {
         let Ok(mut slot) = slot.try_lock() else {
             return Ok(None);
         };
+        if let (Some(held), Some(wanted)) = (slot.as_mut(), statement_timeout) {
+            if held.statement_timeout != Some(wanted) {
+                // Set on the held session (it keeps its prepared statements); one that
+                // cannot be set is replaced by one opened with it.
+                let set = sqlx::raw_sql(sqlx::AssertSqlSafe(set_statement_timeout(wanted)));
+                match tokio::time::timeout(self.open_timeout, set.execute(&mut held.conn)).await {
+                    Ok(Ok(_)) => held.statement_timeout = Some(wanted),
+                    _ => drop(slot.take()),
+                }
+            }
+        }
         if slot
             .as_ref()
             .is_some_and(|h| h.used.elapsed() >= CHECK_AFTER_IDLE)
@@ -108,9 +160,15 @@ impl DispatcherSessions {
             }
         }
         if slot.is_none() {
+            if self.backing_off(role) {
+                return Ok(None);
+            }
+            let opened = self.open(statement_timeout).await;
+            self.opened(role, opened.as_ref().err());
             *slot = Some(Held {
-                conn: self.open().await?,
+                conn: opened?,
                 used: Instant::now(),
+                statement_timeout,
             });
         }
         Ok(Some(Session { slot, keep: false }))
@@ -125,9 +183,39 @@ impl DispatcherSessions {
         slot.try_lock().is_ok_and(|s| s.is_some())
     }
 
-    async fn open(&self) -> Result<PgConnection, sqlx::Error> {
+    /// Whether the session for `role` failed to open a moment ago and is left alone now.
+    fn backing_off(&self, role: SessionRole) -> bool {
+        let reopen = self.reopen.lock().unwrap_or_else(|e| e.into_inner());
+        reopen[role as usize]
+            .not_before
+            .is_some_and(|at| Instant::now() < at)
+    }
+
+    /// Notes how opening the session for `role` went: a failure backs off (except the
+    /// `search_path` refusal, which is reported on every statement), a success resets.
+    fn opened(&self, role: SessionRole, failed: Option<&sqlx::Error>) {
+        let mut reopen = self.reopen.lock().unwrap_or_else(|e| e.into_inner());
+        let reopen = &mut reopen[role as usize];
+        match failed {
+            Some(sqlx::Error::Configuration(e)) if e.is::<super::CatalogNotFirst>() => {}
+            Some(_) => {
+                reopen.wait = (reopen.wait * 2).clamp(REOPEN_AFTER, REOPEN_AFTER_AT_MOST);
+                reopen.not_before = Some(Instant::now() + reopen.wait);
+            }
+            None => *reopen = Reopen::default(),
+        }
+    }
+
+    async fn open(&self, statement_timeout: Option<Duration>) -> Result<PgConnection, sqlx::Error> {
+        let options = match statement_timeout {
+            Some(t) => self
+                .options
+                .clone()
+                .options([("statement_timeout", format!("{}ms", t.as_millis().max(1)))]),
+            None => self.options.clone(),
+        };
         let open = async {
-            let mut conn = PgConnection::connect_with(&self.options).await?;
+            let mut conn = PgConnection::connect_with(&options).await?;
             super::refuse_catalog_not_first(&mut conn, self.url.clone()).await?;
             Ok(conn)
         };
@@ -135,6 +223,12 @@ impl DispatcherSessions {
             .await
             .map_err(|_| sqlx::Error::PoolTimedOut)?
     }
+}
+
+/// The statement that gives a session's statements the deadline `t` (only digits are
+/// formatted into it).
+fn set_statement_timeout(t: Duration) -> String {
+    format!("SET statement_timeout = '{}ms'", t.as_millis().max(1))
 }
 
 /// One session, lent to one statement: closed when dropped, unless [`Session::keep`] was
