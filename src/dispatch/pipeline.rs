@@ -265,7 +265,7 @@ impl Dispatcher {
                 ..self.request()
             };
             let claim_started = Instant::now();
-            let claimed = self.store.claim_due_shared(&request, &share).await?;
+            let claimed = self.claim(&request, &share).await?;
             if let Some(m) = &self.metrics {
                 m.observe_claim(claimed.len());
             }

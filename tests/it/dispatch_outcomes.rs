@@ -1032,9 +1032,9 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
         session.keep();
         pid
     };
-    assert_eq!(store.claim_due(&one_relayed()).await.unwrap().len(), 1);
+    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
     let first = claims_pid().await;
-    assert_eq!(store.claim_due(&one_relayed()).await.unwrap().len(), 1);
+    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
     assert_eq!(
         claims_pid().await,
         first,
@@ -1069,7 +1069,7 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
             !kept.is_open(SessionRole::Claims),
             "a failed statement left its session open"
         );
-        assert_eq!(store.claim_due(&one_relayed()).await.unwrap().len(), 1);
+        assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
     } else {
         eprintln!("NOTE: the termination took past the idle check; the failed-statement path was not exercised in this run");
         assert_eq!(claimed.unwrap().len(), 1);
@@ -1085,7 +1085,7 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
     .await;
     terminate_backend(pool, second).await;
     tokio::time::sleep(outboxd::store::postgres::CHECK_AFTER_IDLE).await;
-    assert_eq!(store.claim_due(&one_relayed()).await.unwrap().len(), 1);
+    assert_eq!(store.claim_due(&one()).await.unwrap().len(), 1);
     assert_ne!(claims_pid().await, second);
     let in_flight: i64 =
         sqlx::query_scalar("SELECT count(*) FROM outbox_intents WHERE state = 'in_flight'")
@@ -1096,7 +1096,8 @@ async fn a_dispatcher_session_is_held_and_replaced_once_it_broke() {
 }
 
 /// A loopback relay to PostgreSQL whose open connections can be frozen (nothing more is
-/// relayed on them and nothing is closed, as when a firewall silently drops an idle flow)
+/// relayed on them and nothing is closed, as when a firewall silently drops an idle flow;
+/// what arrives meanwhile is held and relayed once thawed, as after a long stall)
 /// and which can refuse new ones (closed at once). Connections opened after a freeze relay
 /// normally. Connections are numbered from 0 in the order they were accepted.
 struct Relay {
@@ -1142,10 +1143,11 @@ impl Relay {
                         let mut buf = vec![0u8; 16 * 1024];
                         while let Ok(n @ 1..) = from.read(&mut buf).await {
                             let (from, below) = &frozen;
-                            if (from.load(Ordering::SeqCst)..below.load(Ordering::SeqCst))
+                            // Held (not dropped) while frozen, relayed once thawed.
+                            while (from.load(Ordering::SeqCst)..below.load(Ordering::SeqCst))
                                 .contains(&id)
                             {
-                                std::future::pending::<()>().await;
+                                tokio::time::sleep(Duration::from_millis(5)).await;
                             }
                             if to.write_all(&buf[..n]).await.is_err() {
                                 return;
@@ -1172,6 +1174,21 @@ impl Relay {
         self.frozen_below.store(0, Ordering::SeqCst);
         self.frozen_from.store(id, Ordering::SeqCst);
         self.frozen_below.store(id + 1, Ordering::SeqCst);
+    }
+
+    /// Freezes every connection opened from now on (the server seems not to answer new
+    /// connections), instead of what was frozen before.
+    fn freeze_new(&self) {
+        use std::sync::atomic::Ordering;
+        self.frozen_below.store(0, Ordering::SeqCst);
+        self.frozen_from.store(self.accepted(), Ordering::SeqCst);
+        self.frozen_below.store(u64::MAX, Ordering::SeqCst);
+    }
+
+    /// Relays every frozen connection again, with what it held back.
+    fn thaw(&self) {
+        self.frozen_below
+            .store(0, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Connections accepted so far.
@@ -1377,15 +1394,18 @@ async fn an_outcome_write_that_never_answers_is_written_again() {
     assert_eq!(pending, 0);
 }
 
-/// PostgreSQL: a claim whose session stops answering while the claim is on it (a
-/// connection dropped silently mid-statement) is abandoned after the lease, and the next
-/// claim runs on a new session; the claimer does not wait forever.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_that_never_answers_is_abandoned_after_the_lease() {
-    let Some(t) = TestDb::postgres().await else {
-        return;
-    };
-    let (relay, _pool, _kept, store) = relayed_dispatcher_store(&t).await;
+/// Through a [`Relay`] to `t`'s schema with a 2 s lease: one intent delivered, then the
+/// claims' session (connection 0, its claim statement prepared already, so the next claim
+/// is sent whole: bind, execute, sync) frozen, and a claim given up on by the claimer after
+/// the lease. The other of the two intents is still due.
+async fn a_claim_given_up_on(
+    t: &TestDb,
+) -> (
+    Relay,
+    outboxd::fake_provider::FakeProvider,
+    outboxd::dispatch::Dispatcher,
+) {
+    let (relay, _pool, _kept, store) = relayed_dispatcher_store(t).await;
     let lease = Duration::from_secs(2);
     let (provider, dispatcher) = relayed_dispatcher(&store, lease);
     let first = dispatcher.claim_and_deliver().await.unwrap();
@@ -1399,13 +1419,23 @@ async fn a_claim_that_never_answers_is_abandoned_after_the_lease() {
         .expect("a claim waited on a session whose connection no longer answers");
     let err = hung.expect_err("the claim on a frozen connection cannot have succeeded");
     assert!(err.to_string().contains("did not answer"), "{err}");
-    assert!(started.elapsed() >= lease, "abandoned before the lease");
+    assert!(started.elapsed() >= lease, "given up on before the lease");
+    (relay, provider, dispatcher)
+}
+
+/// PostgreSQL: a claim whose session stops answering while the claim is on it (a
+/// connection dropped silently mid-statement) is given up on after the lease, and the
+/// next claim runs on the pool; the claimer does not wait forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_never_answers_is_abandoned_after_the_lease() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let (relay, provider, dispatcher) = a_claim_given_up_on(&t).await;
     let next = dispatcher.claim_and_deliver().await.unwrap();
-    assert_eq!(
-        next.delivered, 1,
-        "the next claim, on a new session: {next:?}"
-    );
-    assert_eq!(relay.accepted(), 3, "a new claims' session");
+    assert_eq!(next.delivered, 1, "the next claim, on the pool: {next:?}");
+    // On the pool: the claim given up on holds the claims' session until it ends.
+    assert_eq!(relay.accepted(), 3, "a pool connection");
     assert_eq!(provider.request_count(), 2);
 }
 
@@ -1492,4 +1522,78 @@ async fn a_session_that_failed_to_open_is_tried_again_only_after_a_back_off() {
     assert!(third.is_empty(), "both intents were claimed: {third:?}");
     assert_eq!(relay.accepted(), 3, "a new session after the back-off");
     assert!(kept.is_open(SessionRole::Claims));
+}
+
+/// PostgreSQL: a claim that reaches the server only after the claimer gave up on it (its
+/// connection stalled past the lease, then passed the statement on) still commits; the
+/// rows it claimed are handed back unsent when its late answer arrives, not left in flight
+/// to be taken over later as ambiguous attempts (for a `not_idempotent` action, a
+/// reconciliation item for a request that was never sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_answered_after_the_claimer_gave_up_is_handed_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let (relay, provider, dispatcher) = a_claim_given_up_on(&t).await;
+    relay.thaw();
+    let in_flight = "SELECT count(*) FROM outbox_intents WHERE state = 'in_flight'";
+    let handed_back = "SELECT count(*) FROM outbox_attempts WHERE class = 'not_sent'";
+    let settled = tokio::time::timeout(Duration::from_secs(10), async {
+        while scalar(&t.db, handed_back).await != 1 || scalar(&t.db, in_flight).await != 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    if settled.await.is_err() {
+        panic!(
+            "the late claim was not handed back: {} in flight, {} handed back",
+            scalar(&t.db, in_flight).await,
+            scalar(&t.db, handed_back).await
+        );
+    }
+    assert_eq!(provider.request_count(), 1, "the late claim was sent");
+    let ambiguous = scalar(
+        &t.db,
+        "SELECT coalesce(sum(ambiguous_attempts), 0) FROM outbox_intents",
+    )
+    .await;
+    assert_eq!(ambiguous, 0);
+    let next = dispatcher.claim_and_deliver().await.unwrap();
+    assert_eq!(
+        next.delivered, 1,
+        "the handed-back intent, delivered: {next:?}"
+    );
+}
+
+/// PostgreSQL: when new connections get no answer, an outcome write gives up on opening its
+/// session after `OUTCOME_WRITE_TIMEOUT` (shorter than the open's own timeout), and its
+/// retry runs on the pool's open connection instead of waiting on another open that will
+/// not answer: the outcome is recorded with one stalled open, not lost to the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_write_whose_session_cannot_open_in_time_runs_on_the_pool() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let (relay, pool, kept, store) = relayed_dispatcher_store(&t).await;
+    drop(pool.acquire().await.unwrap());
+    wait_idle(&pool).await;
+    let (provider, dispatcher) = relayed_dispatcher(&store, Duration::from_secs(10));
+    assert!(!kept.is_open(outboxd::store::postgres::SessionRole::Outcomes));
+    // The claims' session opens now (connection 1); the outcome writes' would be next.
+    assert_eq!(
+        store.claim_due(&one_relayed()).await.unwrap().len(),
+        1,
+        "the first intent, claimed and left"
+    );
+    relay.freeze_new();
+    let step = tokio::time::timeout(Duration::from_secs(20), dispatcher.claim_and_deliver())
+        .await
+        .expect("the step waited on opens that never answer");
+    let step = step.expect("the outcome was not recorded");
+    assert_eq!((step.delivered, step.fenced), (1, 0), "{step:?}");
+    assert_eq!(provider.request_count(), 1);
+    assert_eq!(
+        relay.accepted(),
+        3,
+        "the pool's, the claims' session, one stalled outcome session"
+    );
 }

@@ -63,10 +63,11 @@ pub(super) static KEPT_PLAN_BEGIN_SQL: std::sync::LazyLock<String> =
 /// opened by [`KEPT_PLAN_BEGIN_SQL`]) that commits before the claim returns, so the claim is
 /// durable before any request is sent.
 /// On error, nothing is claimed, including when the server cancels it at its deadline
-/// (`statement_timeout`, half the lease); a claim dropped after it was sent may still
-/// commit (on a dispatcher's session the statement is its own transaction), so the caller
-/// gives up on it only after the whole lease
-/// ([`claim_deadlines`](super::claims::claim_deadlines)). The `UPDATE`
+/// (`statement_timeout`, half the lease:
+/// [`claim_statement_timeout`](super::claims::claim_statement_timeout)); a claim dropped
+/// after it was sent may still commit (on a dispatcher's session the statement is its own
+/// transaction), so callers never drop it: one the dispatcher stops waiting for goes on,
+/// and what it claimed is handed back. The `UPDATE`
 /// finds the locked rows by primary key through an array of their ids, a shape that no plan
 /// can turn into a join over a scan of the table: the statement is kept prepared and runs
 /// on a generic plan (see [`KEPT_PLAN_SETTINGS`]). The lease runs from the database's clock

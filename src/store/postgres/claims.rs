@@ -17,17 +17,15 @@
 //! begin with the settings, execute, commit). Either way it commits before the call
 //! returns.
 //!
-//! **A claim has two deadlines** ([`claim_deadlines`]). The server cancels it after half
-//! the lease (`statement_timeout`, on the claims' session or set for the pool's
-//! transaction): a claim queued behind a lock, or slowed by a table that outgrew its plan,
-//! ends with an error and claims nothing, so no row is left claimed for a request that
-//! will never be sent. The caller gives up only after the whole lease, counted from
-//! before it asked for a session: by then the server has had half a lease to answer even
-//! its own cancellation, so the connection has stopped answering (dropped silently by a
-//! firewall, a server frozen), and waiting longer could only bring back rows whose lease
-//! has run out. A claim abandoned that way is the one case where rows may stay claimed
-//! unsent: the server got the statement more than half a lease late and committed it, and
-//! they are then taken over when their lease expires, as after a crash.
+//! **The server cancels a claim after half the lease** ([`claim_statement_timeout`], as
+//! `statement_timeout` on the claims' session or set for the pool's transaction): a claim
+//! queued behind a lock, or slowed by a table that outgrew its plan, ends with an error
+//! and claims nothing, where it used to hold the claimer until it was answered. The
+//! deadline covers the statement's execution, not its commit: on the dispatcher's session
+//! the commit comes with the protocol's sync, after the timer stopped, so a commit slowed
+//! by synchronous replication is bounded only by the dispatcher, which gives up on an
+//! answer after the lease and hands back whatever a late answer claimed
+//! ([`Dispatcher::claim`](crate::dispatch::Dispatcher)).
 //!
 //! The rarer statements that join `outbox_intents` to a list of ids (takeovers, releases)
 //! are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for the table
@@ -69,10 +67,10 @@ enum KeptSession<'a> {
     Transaction(Transaction<'static, Postgres>),
 }
 
-/// The deadlines of a claim under `lease` (see the module documentation): the server's
-/// (`statement_timeout`), then the caller's.
-pub fn claim_deadlines(lease: Duration) -> (Duration, Duration) {
-    ((lease / 2).max(Duration::from_millis(1)), lease)
+/// How long the server may run a claim under `lease` before it cancels it
+/// (`statement_timeout`; see the module documentation).
+pub fn claim_statement_timeout(lease: Duration) -> Duration {
+    (lease / 2).max(Duration::from_millis(1))
 }
 
 impl<'a> KeptSession<'a> {
@@ -182,16 +180,10 @@ impl ClaimStore for PgStore {
             .bind(start)
             .bind(i64::from(share.per_tenant.max(1)))
             .bind(inclusive);
-        let (server, caller) = claim_deadlines(req.lease);
-        let run = async {
-            let mut session = KeptSession::open(self, SessionRole::Claims, Some(server)).await?;
-            let rows = claim.fetch_all(session.conn()).await?;
-            session.finish().await?;
-            Ok::<_, sqlx::Error>(rows)
-        };
-        let rows = tokio::time::timeout(caller, run)
-            .await
-            .map_err(|_| StoreError::unanswered("the claim", caller))??;
+        let deadline = claim_statement_timeout(req.lease);
+        let mut session = KeptSession::open(self, SessionRole::Claims, Some(deadline)).await?;
+        let rows = claim.fetch_all(session.conn()).await?;
+        session.finish().await?;
         rows.iter().map(claimed_from_row).collect()
     }
 

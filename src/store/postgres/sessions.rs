@@ -30,8 +30,10 @@
 //!   the server's `search_path` is unsafe ([`super::CatalogNotFirst`]), which no
 //!   connection may use.
 //! * **Left alone for a while after it failed to open** ([`REOPEN_AFTER`], doubling up to
-//!   [`REOPEN_AFTER_AT_MOST`]): meanwhile its statements run on the pool at once, so a
-//!   server that refuses or never answers new connections costs one attempt (and one
+//!   [`REOPEN_AFTER_AT_MOST`]), or after an open its caller gave up on (an outcome write
+//!   waits [`OUTCOME_WRITE_TIMEOUT`](crate::dispatch::dispatcher::OUTCOME_WRITE_TIMEOUT),
+//!   less than the open's own timeout): meanwhile its statements run on the pool at once,
+//!   so a server that refuses or never answers new connections costs one attempt (and one
 //!   warning) per back-off, not one per statement.
 
 use std::ops::{Deref, DerefMut};
@@ -163,8 +165,17 @@ impl DispatcherSessions {
             if self.backing_off(role) {
                 return Ok(None);
             }
+            // An open that fails, or is abandoned mid-way (its caller gave up), backs off
+            // from when it ended.
+            let attempt = OpenAttempt {
+                sessions: self,
+                role,
+            };
             let opened = self.open(statement_timeout).await;
-            self.opened(role, opened.as_ref().err());
+            if !matches!(&opened, Err(e) if !is_refusal(e)) {
+                std::mem::forget(attempt);
+                self.reset_back_off(role);
+            }
             *slot = Some(Held {
                 conn: opened?,
                 used: Instant::now(),
@@ -191,19 +202,20 @@ impl DispatcherSessions {
             .is_some_and(|at| Instant::now() < at)
     }
 
-    /// Notes how opening the session for `role` went: a failure backs off (except the
-    /// `search_path` refusal, which is reported on every statement), a success resets.
-    fn opened(&self, role: SessionRole, failed: Option<&sqlx::Error>) {
+    /// Leaves the session for `role` alone for the next back-off: doubled since the last
+    /// open that succeeded, from [`REOPEN_AFTER`] up to [`REOPEN_AFTER_AT_MOST`].
+    fn back_off(&self, role: SessionRole) {
         let mut reopen = self.reopen.lock().unwrap_or_else(|e| e.into_inner());
         let reopen = &mut reopen[role as usize];
-        match failed {
-            Some(sqlx::Error::Configuration(e)) if e.is::<super::CatalogNotFirst>() => {}
-            Some(_) => {
-                reopen.wait = (reopen.wait * 2).clamp(REOPEN_AFTER, REOPEN_AFTER_AT_MOST);
-                reopen.not_before = Some(Instant::now() + reopen.wait);
-            }
-            None => *reopen = Reopen::default(),
-        }
+        reopen.wait = (reopen.wait * 2).clamp(REOPEN_AFTER, REOPEN_AFTER_AT_MOST);
+        reopen.not_before = Some(Instant::now() + reopen.wait);
+    }
+
+    /// The session for `role` opened (or was refused for its `search_path`, which is
+    /// reported on every statement): no back-off.
+    fn reset_back_off(&self, role: SessionRole) {
+        let mut reopen = self.reopen.lock().unwrap_or_else(|e| e.into_inner());
+        reopen[role as usize] = Reopen::default();
     }
 
     async fn open(&self, statement_timeout: Option<Duration>) -> Result<PgConnection, sqlx::Error> {
@@ -223,6 +235,24 @@ impl DispatcherSessions {
             .await
             .map_err(|_| sqlx::Error::PoolTimedOut)?
     }
+}
+
+/// An open of the session for `role` in progress: dropped before it succeeded (failed or
+/// abandoned), it starts a back-off.
+struct OpenAttempt<'a> {
+    sessions: &'a DispatcherSessions,
+    role: SessionRole,
+}
+
+impl Drop for OpenAttempt<'_> {
+    fn drop(&mut self) {
+        self.sessions.back_off(self.role);
+    }
+}
+
+/// Whether `e` is the refusal of an unsafe `search_path`, which no connection may use.
+fn is_refusal(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Configuration(e) if e.is::<super::CatalogNotFirst>())
 }
 
 /// The statement that gives a session's statements the deadline `t` (only digits are
