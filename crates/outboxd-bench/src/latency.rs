@@ -67,7 +67,7 @@ pub async fn offered_load(
     let Database::Postgres(pool) = &bench.db else {
         return Ok(());
     };
-    let durable = super::durable::Durable::install(pool).await?;
+    let durable = super::durable::Durable::install(pool, provider).await?;
     let daemon = super::e2e::start_for_latency(options, &bench.url, provider)?;
     // Let the daemon start (LISTEN registered) before the first commit.
     super::e2e::wait_ready(&bench.db, Duration::from_secs(30)).await?;
@@ -83,7 +83,7 @@ pub async fn offered_load(
     let expected = (total * PRODUCERS) as usize;
     super::e2e::wait_all_finished(&bench.db, expected, Duration::from_secs(120)).await?;
     daemon.stop();
-    let mut durable = durable.finish(pool).await?;
+    let mut durable = durable.finish(pool, provider).await?;
     durable.sort_by(f64::total_cmp);
     let rows: Vec<(String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
         "SELECT i.operation_id, min(a.started_at), i.finished_at FROM outbox_intents i \

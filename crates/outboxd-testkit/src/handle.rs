@@ -218,6 +218,18 @@ impl FakeProvider {
         self.state().ledger.effects().to_vec()
     }
 
+    /// The effects applied after the first `first` of them, in the order applied (what
+    /// happened since [`Self::effect_count`] returned `first`).
+    pub fn effects_since(&self, first: usize) -> Vec<Effect> {
+        let state = self.state();
+        state
+            .ledger
+            .effects()
+            .get(first..)
+            .unwrap_or_default()
+            .to_vec()
+    }
+
     /// Effects whose request carried this idempotency key (keyed and unkeyed endpoints).
     pub fn effects_for_key(&self, key: &str) -> Vec<Effect> {
         let state = self.state();
