@@ -19,8 +19,8 @@ use super::actions::ActionTable;
 use super::{attempt, lease};
 use crate::metrics::Metrics;
 use crate::store::{
-    ClaimRequest, ClaimStore, ClaimedIntent, FairShare, OutcomeRecord, RecordResult, Release,
-    StoreError, Transition,
+    ClaimRequest, ClaimStore, ClaimedIntent, OutcomeRecord, RecordResult, Release, StoreError,
+    Transition,
 };
 
 /// How long one outcome write may go unanswered before it is abandoned and retried.
@@ -221,51 +221,6 @@ impl Dispatcher {
             .await;
         self.record(finished, &mut report).await?;
         Ok(report)
-    }
-
-    /// Claims what `request` and `share` allow, waiting for the answer at most one lease (a
-    /// connection that stopped answering mid-statement must not stop the claimer for
-    /// good). A claim given up on is not cancelled: it may still commit on the server, so
-    /// it goes on in a task of its own for another lease, and whatever it claimed when its
-    /// answer comes is handed back unsent. Only a claim that commits and never answers
-    /// leaves its rows to the takeover of expired leases, as after a crash.
-    pub(super) async fn claim(
-        &self,
-        request: &ClaimRequest,
-        share: &FairShare,
-    ) -> Result<Vec<ClaimedIntent>, StoreError> {
-        let wait = self.settings.lease;
-        let (store, req, sh) = (self.store.clone(), request.clone(), share.clone());
-        let mut claim = Box::pin(async move { store.claim_due_shared(&req, &sh).await });
-        if let Ok(answer) = tokio::time::timeout(wait, &mut claim).await {
-            return answer;
-        }
-        let store = self.store.clone();
-        tokio::spawn(async move {
-            match tokio::time::timeout(wait, claim).await {
-                Ok(Ok(late)) if !late.is_empty() => {
-                    let reason =
-                        "released unsent (the claim answered after the claimer gave up on it)";
-                    let releases: Vec<Release> = late
-                        .iter()
-                        .map(|intent| Release {
-                            intent_id: intent.id,
-                            fencing_token: intent.fencing_token,
-                            reason: reason.to_owned(),
-                        })
-                        .collect();
-                    match store.release_claims(&releases, Utc::now()).await {
-                        Ok(()) => tracing::warn!(released = releases.len(), "a claim answered after it was given up on; its intents were handed back unsent"),
-                        Err(e) => tracing::error!(error = %e, intent_ids = ?late.iter().map(|i| i.id).collect::<Vec<_>>(), "a claim answered after it was given up on, and handing its intents back failed: when their leases expire they will be treated as ambiguous attempts although they were never sent"),
-                    }
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    tracing::error!(waited = ?wait * 2, "a claim never answered; if it committed, its intents will be treated as ambiguous attempts when their leases expire")
-                }
-            }
-        });
-        Err(StoreError::unanswered("the claim", wait))
     }
 
     /// Runs steps until one finds nothing due (tests and one-shot runs).

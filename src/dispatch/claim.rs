@@ -1,0 +1,94 @@
+//! A claim whose answer does not come within the lease (a connection that stopped
+//! answering mid-statement) must not stop the claimer for good, and must not be cancelled
+//! either: it may still commit on the server, and rows it claimed and nobody sends would
+//! be taken over, once their leases expire, as ambiguous attempts (for a `not_idempotent`
+//! action, a reconciliation item for a request that was never sent). So
+//! [`Dispatcher::claim`] stops waiting after the lease and lets the claim go on in a task
+//! of its own for another lease; whatever its late answer claimed is handed back unsent,
+//! fenced by the claim's tokens, retried like any release for up to one more lease. A
+//! shutdown does not wait for that task, and the daemon's pool closes only once the task
+//! has given its connection back: a shutdown right after a claim was given up on may take
+//! up to two leases longer.
+//!
+//! What this cannot save: a claim that commits and never answers (as after a crash), and
+//! one whose lease expired before its answer came (a commit slowed past the lease by
+//! synchronous replication, an answer held up past it) if a takeover reached its rows
+//! first. The hand-back is then fenced off and the takeover's judgement stands.
+
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::dispatcher::{Dispatcher, OUTCOME_WRITE_TIMEOUT};
+use crate::store::{ClaimRequest, ClaimStore, ClaimedIntent, FairShare, Release, StoreError};
+
+/// Why a late claim's intents are handed back.
+pub const LATE_CLAIM_REASON: &str =
+    "released unsent (the claim answered after the claimer gave up on it)";
+
+impl Dispatcher {
+    /// Claims what `request` and `share` allow, waiting at most one lease for the answer
+    /// (see the module documentation).
+    pub(super) async fn claim(
+        &self,
+        request: &ClaimRequest,
+        share: &FairShare,
+    ) -> Result<Vec<ClaimedIntent>, StoreError> {
+        let wait = self.settings.lease;
+        let (store, req, sh) = (self.store.clone(), request.clone(), share.clone());
+        let mut claim = Box::pin(async move { store.claim_due_shared(&req, &sh).await });
+        if let Ok(answer) = tokio::time::timeout(wait, &mut claim).await {
+            return answer;
+        }
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(wait, claim).await {
+                Ok(Ok(late)) if !late.is_empty() => {
+                    let until = tokio::time::Instant::now() + wait;
+                    hand_back(store.as_ref(), &late, until).await;
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::error!(waited = ?wait * 2, "a claim never answered; if it committed, its intents will be treated as ambiguous attempts when their leases expire")
+                }
+            }
+        });
+        Err(StoreError::unanswered("the claim", wait))
+    }
+}
+
+/// Hands `late` back unsent, retrying failed or unanswered releases until `until`.
+async fn hand_back(store: &dyn ClaimStore, late: &[ClaimedIntent], until: tokio::time::Instant) {
+    let releases: Vec<Release> = late
+        .iter()
+        .map(|intent| Release {
+            intent_id: intent.id,
+            fencing_token: intent.fencing_token,
+            reason: LATE_CLAIM_REASON.to_owned(),
+        })
+        .collect();
+    let mut delay = Duration::from_millis(50);
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        let wait = left.min(OUTCOME_WRITE_TIMEOUT);
+        let released = tokio::time::timeout(wait, store.release_claims(&releases, Utc::now()))
+            .await
+            .unwrap_or_else(|_| Err(StoreError::unanswered("handing back a late claim", wait)));
+        match released {
+            Ok(()) => {
+                tracing::warn!(intents = releases.len(), "a claim answered after the claimer gave up on it; its intents were handed back unsent (any a takeover reached first stay as it judged them)");
+                return;
+            }
+            Err(e) if tokio::time::Instant::now() + delay < until => {
+                tracing::warn!(error = %e, "handing back a late claim failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                let ids: Vec<_> = late.iter().map(|i| i.id).collect();
+                tracing::error!(error = %e, intent_ids = ?ids, "could not hand back a late claim: when their leases expire they will be treated as ambiguous attempts although they were never sent");
+                return;
+            }
+        }
+    }
+}
