@@ -311,6 +311,7 @@ impl Dispatcher {
         );
         let give_up_at = tokio::time::Instant::now() + self.settings.lease.mul_f64(0.8);
         let mut delay = Duration::from_millis(50);
+        let mut retried = false;
         let results = loop {
             // A write that hangs (a connection dropped silently) is abandoned after
             // OUTCOME_WRITE_TIMEOUT and retried on a new session, like a failed one; the
@@ -324,6 +325,7 @@ impl Dispatcher {
                 Ok(results) => break results,
                 Err(e) if tokio::time::Instant::now() + delay < give_up_at => {
                     tracing::warn!(error = %e, outcomes = outcomes.len(), "recording outcomes failed; retrying");
+                    retried = true;
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(2));
                 }
@@ -333,6 +335,13 @@ impl Dispatcher {
                     return Err(e);
                 }
             }
+        };
+        // A failed or abandoned try may have committed after all: what it wrote is then
+        // fenced off for the retry, but it is this write's outcome, not a lost lease.
+        let results = if retried {
+            self.written_before(&outcomes, results).await
+        } else {
+            results
         };
         for (outcome, result) in outcomes.iter().zip(results) {
             match (result, &outcome.transition) {
@@ -352,6 +361,46 @@ impl Dispatcher {
         self.release_retrying(&releases, give_up_at).await?;
         report.released += releases.len();
         Ok(())
+    }
+
+    /// `results` of a retried outcome write, with each outcome reported fenced whose intent
+    /// still carries the outcome's fencing token and is no longer in flight counted as
+    /// recorded: an earlier try of this write recorded it (a takeover bumps the token). If
+    /// that cannot be read, the results stay as they are.
+    async fn written_before(
+        &self,
+        outcomes: &[OutcomeRecord],
+        mut results: Vec<RecordResult>,
+    ) -> Vec<RecordResult> {
+        let fenced: Vec<_> = outcomes
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| **r == RecordResult::Fenced)
+            .map(|(o, _)| o.intent_id)
+            .collect();
+        if fenced.is_empty() {
+            return results;
+        }
+        let now = match self.store.fencing_now(&fenced).await {
+            Ok(now) => now,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not tell outcomes an earlier try recorded from lost leases");
+                return results;
+            }
+        };
+        for (outcome, result) in outcomes.iter().zip(results.iter_mut()) {
+            let ours = now.iter().any(|(id, token, in_flight)| {
+                *id == outcome.intent_id && *token == outcome.fencing_token && !in_flight
+            });
+            if *result == RecordResult::Fenced && ours {
+                tracing::info!(
+                    intent_id = outcome.intent_id.get(),
+                    "outcome recorded by an earlier try of its write"
+                );
+                *result = RecordResult::Recorded;
+            }
+        }
+        results
     }
 
     /// Hands unsent claims back, retrying database errors until `give_up_at` (while their

@@ -71,6 +71,12 @@ pub trait ClaimStore: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError>;
 
+    /// For each of `ids` that exists: its fencing token now, and whether it is in flight
+    /// (what tells an outcome written by an earlier try of the same write, which kept its
+    /// token and ended the flight, from one fenced off by a takeover, which bumped it).
+    async fn fencing_now(&self, ids: &[IntentId])
+        -> Result<Vec<(IntentId, i64, bool)>, StoreError>;
+
     /// Actions of pending intents that are not in `configured`, with counts.
     async fn pending_unconfigured_actions(
         &self,

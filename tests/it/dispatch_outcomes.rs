@@ -514,7 +514,64 @@ async fn late_keyed_retry_is_not_sent_after_key_retention(t: &TestDb) {
     assert_invariants(&h).await;
 }
 
+/// What a retried outcome write reads to tell an outcome an earlier try recorded from a
+/// lost lease: each intent's fencing token now and whether it is in flight. A recorded
+/// outcome keeps the claim's token and ends the flight; a takeover bumps the token.
+async fn fencing_now_tells_a_recorded_outcome_from_a_takeover(t: &TestDb) {
+    let h = Harness::new(t).await;
+    let a = h.enqueue_simple("op-fence-a", REFUND).await;
+    let b = h.enqueue_simple("op-fence-b", REFUND).await;
+    let claimed = h
+        .store
+        .claim_due(&claim_request(
+            "first",
+            Duration::from_secs(30),
+            10,
+            h.actions.names(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let token = |id: IntentId| {
+        claimed
+            .iter()
+            .find(|c| c.id == id)
+            .expect("claimed")
+            .fencing_token
+    };
+    let ids = [a.intent_id, b.intent_id, IntentId::new(i64::MAX)];
+    let mut now = h.store.fencing_now(&ids).await.unwrap();
+    now.sort();
+    assert_eq!(
+        now,
+        vec![
+            (a.intent_id, token(a.intent_id), true),
+            (b.intent_id, token(b.intent_id), true)
+        ]
+    );
+    let first = claimed.iter().find(|c| c.id == a.intent_id).unwrap();
+    h.store.record_outcomes(&[delivered(first)]).await.unwrap();
+    h.expire_leases().await;
+    let taken = h
+        .store
+        .reclaim_expired(&claim_request(
+            "second",
+            Duration::from_secs(30),
+            10,
+            h.actions.names(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    let mut now = h.store.fencing_now(&ids).await.unwrap();
+    now.sort();
+    assert_eq!(now[0], (a.intent_id, token(a.intent_id), false), "recorded");
+    assert_eq!(now[1].0, b.intent_id);
+    assert_ne!(now[1].1, token(b.intent_id), "taken over: {now:?}");
+}
+
 both_backends!(
+    fencing_now_tells_a_recorded_outcome_from_a_takeover,
     late_keyed_retry_is_not_sent_after_key_retention,
     keyed_lost_response_is_retried_with_the_same_key,
     not_idempotent_timeout_goes_to_reconciliation,
@@ -1596,4 +1653,53 @@ async fn an_outcome_write_whose_session_cannot_open_in_time_runs_on_the_pool() {
         3,
         "the pool's, the claims' session, one stalled outcome session"
     );
+}
+
+/// PostgreSQL: an outcome write given up on after `OUTCOME_WRITE_TIMEOUT` (here queued
+/// behind a row lock) that still commits before its retry is counted as recorded, not as a
+/// lease lost to a takeover: the intent kept the claim's fencing token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_written_by_a_try_given_up_on_is_not_a_lost_lease() {
+    use outboxd::dispatch::dispatcher::OUTCOME_WRITE_TIMEOUT;
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let outboxd::store::Database::Postgres(direct) = &t.db else {
+        unreachable!("a PostgreSQL test database");
+    };
+    let (_relay, _pool, _kept, store) = relayed_dispatcher_store(&t).await;
+    let (provider, dispatcher) = relayed_dispatcher(&store, Duration::from_secs(12));
+    let first = dispatcher.claim_and_deliver().await.unwrap();
+    assert_eq!(first.delivered, 1, "{first:?}");
+    // The outcome writes' session has its statement prepared now: a try is sent whole, and
+    // the server goes on with it after the client gave up on it.
+    provider.set_latency(Duration::from_millis(400));
+    let dispatcher = std::sync::Arc::new(dispatcher);
+    let step = tokio::spawn({
+        let dispatcher = dispatcher.clone();
+        async move { dispatcher.claim_and_deliver().await }
+    });
+    let mut locker = direct.begin().await.unwrap();
+    let locked = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let row: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM outbox_intents WHERE state = 'in_flight' FOR UPDATE",
+            )
+            .fetch_optional(&mut *locker)
+            .await
+            .unwrap();
+            if row.is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    locked.await.expect("the second intent was never in flight");
+    tokio::time::sleep(OUTCOME_WRITE_TIMEOUT + Duration::from_millis(500)).await;
+    locker.commit().await.unwrap();
+    let step = step.await.unwrap().expect("the outcome was recorded");
+    assert_eq!((step.delivered, step.fenced), (1, 0), "{step:?}");
+    assert_eq!(provider.request_count(), 2);
+    let attempts = scalar(&t.db, "SELECT count(*) FROM outbox_attempts").await;
+    assert_eq!(attempts, 2, "one attempt row per delivery");
 }

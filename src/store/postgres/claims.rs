@@ -252,6 +252,19 @@ impl ClaimStore for PgStore {
     }
 
     // Dialect twin of sqlite/claims.rs pending_unconfigured_actions: `ANY` for `json_each`.
+    async fn fencing_now(
+        &self,
+        ids: &[IntentId],
+    ) -> Result<Vec<(IntentId, i64, bool)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, fencing_token, state = 'in_flight' FROM outbox_intents WHERE id = ANY($1)",
+        )
+        .persistent(false)
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn pending_unconfigured_actions(
         &self,
         configured: &[String],

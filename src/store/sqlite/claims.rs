@@ -214,6 +214,20 @@ impl ClaimStore for SqliteStore {
     }
 
     // Dialect twin of postgres/claims.rs pending_unconfigured_actions: `json_each` for `ANY`.
+    async fn fencing_now(
+        &self,
+        ids: &[IntentId],
+    ) -> Result<Vec<(IntentId, i64, bool)>, StoreError> {
+        let ids: Vec<i64> = ids.iter().map(|id| id.get()).collect();
+        Ok(sqlx::query_as(
+            "SELECT id, fencing_token, state = 'in_flight' FROM outbox_intents \
+             WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn pending_unconfigured_actions(
         &self,
         configured: &[String],
