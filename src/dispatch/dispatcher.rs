@@ -339,7 +339,7 @@ impl Dispatcher {
         // A failed or abandoned try may have committed after all: what it wrote is then
         // fenced off for the retry, but it is this write's outcome, not a lost lease.
         let results = if retried {
-            self.written_before(&outcomes, results).await
+            self.written_before(&outcomes, results, give_up_at).await
         } else {
             results
         };
@@ -366,11 +366,13 @@ impl Dispatcher {
     /// `results` of a retried outcome write, with each outcome reported fenced whose intent
     /// still carries the outcome's fencing token and is no longer in flight counted as
     /// recorded: an earlier try of this write recorded it (a takeover bumps the token). If
-    /// that cannot be read, the results stay as they are.
+    /// that cannot be read by `give_up_at` (or within [`OUTCOME_WRITE_TIMEOUT`]), the
+    /// results stay as they are.
     async fn written_before(
         &self,
         outcomes: &[OutcomeRecord],
         mut results: Vec<RecordResult>,
+        give_up_at: tokio::time::Instant,
     ) -> Vec<RecordResult> {
         let fenced: Vec<_> = outcomes
             .iter()
@@ -381,7 +383,13 @@ impl Dispatcher {
         if fenced.is_empty() {
             return results;
         }
-        let now = match self.store.fencing_now(&fenced).await {
+        // Bounded like a write: the releases after it must not wait on a hung read.
+        let left = give_up_at.saturating_duration_since(tokio::time::Instant::now());
+        let wait = left.min(OUTCOME_WRITE_TIMEOUT);
+        let read = tokio::time::timeout(wait, self.store.fencing_now(&fenced)).await;
+        let now = match read
+            .unwrap_or_else(|_| Err(StoreError::unanswered("the fencing read", wait)))
+        {
             Ok(now) => now,
             Err(e) => {
                 tracing::warn!(error = %e, "could not tell outcomes an earlier try recorded from lost leases");

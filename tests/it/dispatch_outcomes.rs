@@ -1667,10 +1667,15 @@ async fn an_outcome_written_by_a_try_given_up_on_is_not_a_lost_lease() {
     let outboxd::store::Database::Postgres(direct) = &t.db else {
         unreachable!("a PostgreSQL test database");
     };
-    let (_relay, _pool, _kept, store) = relayed_dispatcher_store(&t).await;
+    let (relay, _pool, _kept, store) = relayed_dispatcher_store(&t).await;
     let (provider, dispatcher) = relayed_dispatcher(&store, Duration::from_secs(12));
     let first = dispatcher.claim_and_deliver().await.unwrap();
     assert_eq!(first.delivered, 1, "{first:?}");
+    assert_eq!(
+        relay.accepted(),
+        2,
+        "the claims' and the outcome writes' sessions"
+    );
     // The outcome writes' session has its statement prepared now: a try is sent whole, and
     // the server goes on with it after the client gave up on it.
     provider.set_latency(Duration::from_millis(400));
@@ -1695,9 +1700,17 @@ async fn an_outcome_written_by_a_try_given_up_on_is_not_a_lost_lease() {
         }
     });
     locked.await.expect("the second intent was never in flight");
-    tokio::time::sleep(OUTCOME_WRITE_TIMEOUT + Duration::from_millis(500)).await;
+    // Past the first try's deadline with a second to spare after the 400 ms request; the
+    // retry (at 80 % of the 12 s lease at the latest) still has seconds left.
+    tokio::time::sleep(OUTCOME_WRITE_TIMEOUT + Duration::from_millis(1400)).await;
     locker.commit().await.unwrap();
     let step = step.await.unwrap().expect("the outcome was recorded");
+    assert_eq!(
+        relay.accepted(),
+        4,
+        "after the two sessions: the retry's new session, the pool's connection for the \
+         fencing read"
+    );
     assert_eq!((step.delivered, step.fenced), (1, 0), "{step:?}");
     assert_eq!(provider.request_count(), 2);
     let attempts = scalar(&t.db, "SELECT count(*) FROM outbox_attempts").await;

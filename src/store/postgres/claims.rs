@@ -251,7 +251,6 @@ impl ClaimStore for PgStore {
         Ok(())
     }
 
-    // Dialect twin of sqlite/claims.rs pending_unconfigured_actions: `ANY` for `json_each`.
     async fn fencing_now(
         &self,
         ids: &[IntentId],
@@ -265,6 +264,7 @@ impl ClaimStore for PgStore {
         .await?)
     }
 
+    // Dialect twin of sqlite/claims.rs pending_unconfigured_actions: `ANY` for `json_each`.
     async fn pending_unconfigured_actions(
         &self,
         configured: &[String],

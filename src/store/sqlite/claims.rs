@@ -213,7 +213,6 @@ impl ClaimStore for SqliteStore {
         Ok(())
     }
 
-    // Dialect twin of postgres/claims.rs pending_unconfigured_actions: `json_each` for `ANY`.
     async fn fencing_now(
         &self,
         ids: &[IntentId],
@@ -228,6 +227,7 @@ impl ClaimStore for SqliteStore {
         .await?)
     }
 
+    // Dialect twin of postgres/claims.rs pending_unconfigured_actions: `json_each` for `ANY`.
     async fn pending_unconfigured_actions(
         &self,
         configured: &[String],
