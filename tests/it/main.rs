@@ -24,6 +24,7 @@ mod digest_properties;
 mod digest_vectors;
 mod dispatch_outcomes;
 mod dispatcher_pool;
+mod dispatcher_sessions;
 mod fault_suite;
 mod hostile_input;
 mod key_expiry;
