@@ -40,6 +40,9 @@ impl Dispatcher {
         if let Ok(answer) = tokio::time::timeout(wait, &mut claim).await {
             return answer;
         }
+        if let Some(m) = &self.metrics {
+            m.observe_claim_given_up();
+        }
         let store = self.store.clone();
         tokio::spawn(async move {
             match tokio::time::timeout(wait, claim).await {

@@ -97,6 +97,7 @@ pub struct Metrics {
     delivery_seconds: HistogramFamily,
     first_attempt_seconds: HistogramFamily,
     lease_expiries: Counter,
+    claims_given_up: Counter,
     claim_batch: Histogram,
     outbox: OutboxGauges,
     providers: providers::ProviderGauges,
@@ -152,6 +153,12 @@ impl Metrics {
             "In-flight intents whose lease expired and that this process took over (each counts as an ambiguous attempt)",
             lease_expiries.clone(),
         );
+        let claims_given_up = Counter::default();
+        registry.register(
+            "claims_given_up",
+            "Claims this process stopped waiting for after the lease (a database connection that stopped answering); what a late answer claimed is handed back unsent",
+            claims_given_up.clone(),
+        );
         let claim_batch = Histogram::new(BATCH_BUCKETS);
         registry.register(
             "claim_batch_size",
@@ -168,6 +175,7 @@ impl Metrics {
             delivery_seconds,
             first_attempt_seconds,
             lease_expiries,
+            claims_given_up,
             claim_batch,
             outbox,
             providers,
@@ -251,6 +259,11 @@ impl Metrics {
         if expired > 0 {
             self.lease_expiries.inc_by(expired as u64);
         }
+    }
+
+    /// Counts a claim given up on after the lease ([`crate::dispatch::claim`]).
+    pub fn observe_claim_given_up(&self) {
+        self.claims_given_up.inc();
     }
 
     /// The gauges read from the database.

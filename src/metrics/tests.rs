@@ -61,7 +61,9 @@ fn attempts_latencies_claims_and_expiries_are_encoded() {
     m.observe_claim(3);
     m.observe_claim(0);
     m.observe_lease_expiries(2);
+    m.observe_claim_given_up();
     let text = m.encode().unwrap();
+    assert!(text.contains("outboxd_claims_given_up_total 1"), "{text}");
     let attempts = r#"outboxd_attempts_total{action="issue_refund",provider="refunds",class="#;
     assert!(
         text.contains(&format!("{attempts}\"ambiguous\"}} 1")),

@@ -629,6 +629,8 @@ async fn a_claim_given_up_on(
     let (relay, _pool, _kept, store) = relayed_dispatcher_store(t).await;
     let lease = Duration::from_secs(2);
     let (provider, dispatcher) = relayed_dispatcher(&store, lease);
+    let metrics = std::sync::Arc::new(outboxd::metrics::Metrics::new());
+    let dispatcher = dispatcher.with_metrics(metrics.clone());
     let first = dispatcher.claim_and_deliver().await.unwrap();
     assert_eq!(first.delivered, 1, "{first:?}");
     // Connection 0 is the claims' session, 1 the outcome writes'.
@@ -641,6 +643,8 @@ async fn a_claim_given_up_on(
     let err = hung.expect_err("the claim on a frozen connection cannot have succeeded");
     assert!(err.to_string().contains("did not answer"), "{err}");
     assert!(started.elapsed() >= lease, "given up on before the lease");
+    let text = metrics.encode().unwrap();
+    assert!(text.contains("outboxd_claims_given_up_total 1"), "{text}");
     (relay, provider, dispatcher)
 }
 
