@@ -84,6 +84,53 @@ async fn claim_stalled_past_the_lease_margin_is_not_sent(t: &TestDb) {
     assert_invariants(&h).await;
 }
 
+/// SQLite: a claim that waits for the write lock longer than the lease is given up on by
+/// the claimer (no server-side deadline here; the busy timeout is 10 s), goes on, and
+/// commits once the lock is free; what it claimed is then handed back unsent (a `not_sent`
+/// attempt, pending again, nothing sent, nothing ambiguous), and the next claim sends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_claim_given_up_on_is_handed_back_when_it_commits() {
+    let t = TestDb::sqlite().await;
+    let h = Harness::new(&t).await;
+    let r = h.enqueue_simple("op-given-up", NOTIFY).await;
+    let mut settings = test_settings("given-up");
+    let lease = Duration::from_secs(3);
+    settings.lease = lease;
+    let dispatcher = Dispatcher::new(h.db.claim_store(), h.actions.clone(), settings);
+    // Past the lease, and well within the claim's further lease in its own task.
+    let stall = stall_writers(&h.db, lease + Duration::from_millis(1500)).await;
+    let err = dispatcher
+        .claim_and_deliver()
+        .await
+        .expect_err("a claim behind the write lock cannot have answered within the lease");
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    stall.await.unwrap();
+    let handed_back = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let attempts = h.store.list_attempts(r.intent_id).await.unwrap();
+            if attempts
+                .iter()
+                .any(|a| a.class == Some(AttemptClass::NotSent))
+            {
+                return attempts;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the late claim was not handed back");
+    assert_eq!(handed_back.len(), 1, "{handed_back:?}");
+    let row = h.intent(r.intent_id).await;
+    assert_eq!(
+        (row.state, row.ambiguous_attempts),
+        (IntentState::Pending, 0)
+    );
+    assert_eq!(h.provider.request_count_for_key(&r.idempotency_key), 0);
+    let step = dispatcher.claim_and_deliver().await.unwrap();
+    assert_eq!(step.delivered, 1, "{step:?}");
+    assert_invariants(&h).await;
+}
+
 fn replica(owner: &str, lease: Duration, h: &Harness, skew: chrono::Duration) -> ClaimRequest {
     ClaimRequest {
         owner: owner.into(),

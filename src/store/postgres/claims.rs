@@ -70,7 +70,7 @@ enum KeptSession<'a> {
 /// How long the server may run a claim under `lease` before it cancels it
 /// (`statement_timeout`; see the module documentation).
 pub fn claim_statement_timeout(lease: Duration) -> Duration {
-    (lease / 2).max(Duration::from_millis(1))
+    lease / 2
 }
 
 impl<'a> KeptSession<'a> {
@@ -94,12 +94,11 @@ impl<'a> KeptSession<'a> {
             }
         }
         let tx = match statement_timeout {
-            // Only digits are formatted into the text.
             Some(t) => {
                 let begin = format!(
-                    "{}; SET LOCAL statement_timeout = '{}ms'",
+                    "{}; SET LOCAL statement_timeout = '{}'",
                     KEPT_PLAN_BEGIN_SQL.as_str(),
-                    t.as_millis()
+                    super::sessions::statement_timeout_value(t)
                 );
                 store.pool.begin_with(sqlx::AssertSqlSafe(begin)).await?
             }

@@ -142,7 +142,10 @@ impl DispatcherSessions {
             if held.statement_timeout != Some(wanted) {
                 // Set on the held session (it keeps its prepared statements); one that
                 // cannot be set is replaced by one opened with it.
-                let set = sqlx::raw_sql(sqlx::AssertSqlSafe(set_statement_timeout(wanted)));
+                let set = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "SET statement_timeout = '{}'",
+                    statement_timeout_value(wanted)
+                )));
                 match tokio::time::timeout(self.open_timeout, set.execute(&mut held.conn)).await {
                     Ok(Ok(_)) => held.statement_timeout = Some(wanted),
                     _ => drop(slot.take()),
@@ -223,7 +226,7 @@ impl DispatcherSessions {
             Some(t) => self
                 .options
                 .clone()
-                .options([("statement_timeout", format!("{}ms", t.as_millis().max(1)))]),
+                .options([("statement_timeout", statement_timeout_value(t))]),
             None => self.options.clone(),
         };
         let open = async {
@@ -255,10 +258,10 @@ fn is_refusal(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Configuration(e) if e.is::<super::CatalogNotFirst>())
 }
 
-/// The statement that gives a session's statements the deadline `t` (only digits are
-/// formatted into it).
-fn set_statement_timeout(t: Duration) -> String {
-    format!("SET statement_timeout = '{}ms'", t.as_millis().max(1))
+/// `t` as a value of the `statement_timeout` setting: whole milliseconds, at least 1 (0
+/// would mean no deadline). Only digits, so it may be formatted into a statement.
+pub(super) fn statement_timeout_value(t: Duration) -> String {
+    format!("{}ms", t.as_millis().max(1))
 }
 
 /// One session, lent to one statement: closed when dropped, unless [`Session::keep`] was
