@@ -5,21 +5,20 @@
 //! action, a reconciliation item for a request that was never sent). So
 //! [`Dispatcher::claim`] stops waiting after the lease and lets the claim go on in a task
 //! of its own for another lease; whatever its late answer claimed is handed back unsent,
-//! fenced by the claim's tokens, retried like any release for up to one more lease. A
-//! shutdown does not wait for that task, and the daemon's pool closes only once the task
-//! has given its connection back: a shutdown right after a claim was given up on may take
-//! up to two leases longer.
+//! fenced by the claim's tokens, retried like any release for up to one more lease.
+//! A shutdown does not wait for that task. A claim on the dispatcher's own session (not a
+//! pool connection) is dropped with the process; one that ran on the pool holds the pool's
+//! close until it ends, up to another lease. Either way, rows such a claim committed and
+//! did not hand back are taken over when their leases expire.
 //!
 //! What this cannot save: a claim that commits and never answers (as after a crash), and
-//! one whose lease expired before its answer came (a commit slowed past the lease by
-//! synchronous replication, an answer held up past it) if a takeover reached its rows
-//! first. The hand-back is then fenced off and the takeover's judgement stands.
+//! one whose rows' lease ran out before its answer came if a takeover reached them first.
+//! The rows' lease runs from the server's start of the claim, so an answer that comes
+//! after the claimer gave up finds it about spent: the hand-back, sent at once, wins only
+//! until the next takeover pass (every `release_expired_every`). It is fenced off
+//! otherwise, and the takeover's judgement stands.
 
-use std::time::Duration;
-
-use chrono::Utc;
-
-use super::dispatcher::{Dispatcher, OUTCOME_WRITE_TIMEOUT};
+use super::dispatcher::{release_retrying, Dispatcher};
 use crate::store::{ClaimRequest, ClaimStore, ClaimedIntent, FairShare, Release, StoreError};
 
 /// Why a late claim's intents are handed back.
@@ -70,28 +69,8 @@ async fn hand_back(store: &dyn ClaimStore, late: &[ClaimedIntent], until: tokio:
             reason: LATE_CLAIM_REASON.to_owned(),
         })
         .collect();
-    let mut delay = Duration::from_millis(50);
-    loop {
-        let left = until.saturating_duration_since(tokio::time::Instant::now());
-        let wait = left.min(OUTCOME_WRITE_TIMEOUT);
-        let released = tokio::time::timeout(wait, store.release_claims(&releases, Utc::now()))
-            .await
-            .unwrap_or_else(|_| Err(StoreError::unanswered("handing back a late claim", wait)));
-        match released {
-            Ok(()) => {
-                tracing::warn!(intents = releases.len(), "a claim answered after the claimer gave up on it; its intents were handed back unsent (any a takeover reached first stay as it judged them)");
-                return;
-            }
-            Err(e) if tokio::time::Instant::now() + delay < until => {
-                tracing::warn!(error = %e, "handing back a late claim failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
-            }
-            Err(e) => {
-                let ids: Vec<_> = late.iter().map(|i| i.id).collect();
-                tracing::error!(error = %e, intent_ids = ?ids, "could not hand back a late claim: when their leases expire they will be treated as ambiguous attempts although they were never sent");
-                return;
-            }
-        }
+    // A failure is logged there, as for any hand-back.
+    if release_retrying(store, &releases, until).await.is_ok() {
+        tracing::warn!(intents = releases.len(), "a claim answered after the claimer gave up on it; its intents were handed back unsent (any a takeover reached first stay as it judged them)");
     }
 }

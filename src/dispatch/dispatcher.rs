@@ -331,7 +331,7 @@ impl Dispatcher {
                 }
                 Err(e) => {
                     // The releases do not depend on the outcomes: hand them back anyway.
-                    let _ = self.release_retrying(&releases, give_up_at).await;
+                    let _ = release_retrying(self.store.as_ref(), &releases, give_up_at).await;
                     return Err(e);
                 }
             }
@@ -358,7 +358,7 @@ impl Dispatcher {
                 (_, Transition::Unknown { .. }) => report.unknown += 1,
             }
         }
-        self.release_retrying(&releases, give_up_at).await?;
+        release_retrying(self.store.as_ref(), &releases, give_up_at).await?;
         report.released += releases.len();
         Ok(())
     }
@@ -410,33 +410,39 @@ impl Dispatcher {
         }
         results
     }
+}
 
-    /// Hands unsent claims back, retrying database errors until `give_up_at` (while their
-    /// leases still hold). A claim not handed back stays leased until it expires and is
-    /// then judged an ambiguous attempt — for a `not_idempotent` action a reconciliation
-    /// item for a request that was never sent — so giving up is logged as an error.
-    async fn release_retrying(
-        &self,
-        releases: &[Release],
-        give_up_at: tokio::time::Instant,
-    ) -> Result<(), StoreError> {
-        if releases.is_empty() {
-            return Ok(());
-        }
-        let mut delay = Duration::from_millis(50);
-        loop {
-            match self.store.release_claims(releases, Utc::now()).await {
-                Ok(()) => return Ok(()),
-                Err(e) if tokio::time::Instant::now() + delay < give_up_at => {
-                    tracing::warn!(error = %e, releases = releases.len(), "handing back unsent claims failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(2));
-                }
-                Err(e) => {
-                    let ids: Vec<_> = releases.iter().map(|r| r.intent_id).collect();
-                    tracing::error!(error = %e, intent_ids = ?ids, "could not hand back unsent claims: when their leases expire they will be treated as ambiguous attempts although they were never sent");
-                    return Err(e);
-                }
+/// Hands unsent claims back on `store`, retrying failed or unanswered tries (each bounded
+/// by [`OUTCOME_WRITE_TIMEOUT`]) until `give_up_at`, while their leases still hold. A claim
+/// not handed back stays leased until it expires and is then judged an ambiguous attempt —
+/// for a `not_idempotent` action a reconciliation item for a request that was never sent —
+/// so giving up is logged as an error.
+pub(super) async fn release_retrying(
+    store: &dyn ClaimStore,
+    releases: &[Release],
+    give_up_at: tokio::time::Instant,
+) -> Result<(), StoreError> {
+    if releases.is_empty() {
+        return Ok(());
+    }
+    let mut delay = Duration::from_millis(50);
+    loop {
+        let left = give_up_at.saturating_duration_since(tokio::time::Instant::now());
+        let wait = left.min(OUTCOME_WRITE_TIMEOUT);
+        let released = tokio::time::timeout(wait, store.release_claims(releases, Utc::now()))
+            .await
+            .unwrap_or_else(|_| Err(StoreError::unanswered("handing back unsent claims", wait)));
+        match released {
+            Ok(()) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() + delay < give_up_at => {
+                tracing::warn!(error = %e, releases = releases.len(), "handing back unsent claims failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                let ids: Vec<_> = releases.iter().map(|r| r.intent_id).collect();
+                tracing::error!(error = %e, intent_ids = ?ids, "could not hand back unsent claims: when their leases expire they will be treated as ambiguous attempts although they were never sent");
+                return Err(e);
             }
         }
     }
