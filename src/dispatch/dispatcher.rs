@@ -343,7 +343,13 @@ impl Dispatcher {
         } else {
             results
         };
+        let committed = Utc::now();
         for (outcome, result) in outcomes.iter().zip(results) {
+            if let (Some(m), RecordResult::Recorded, Some(_)) =
+                (&self.metrics, result, &outcome.attempt)
+            {
+                m.observe_outcome_written((committed - outcome.now).to_std().unwrap_or_default());
+            }
             match (result, &outcome.transition) {
                 (RecordResult::Fenced, _) => {
                     report.fenced += 1;

@@ -4,9 +4,10 @@
 //! Two kinds live here:
 //!
 //! * **Events** the dispatcher reports as they happen ([`Metrics::observe_attempt`],
-//!   [`Metrics::observe_claim`], [`Metrics::observe_lease_expiries`]): attempts by action
-//!   and class, delivery latency, enqueue-to-first-attempt latency, claim batch sizes and
-//!   lease expiries. They count what *this process* did.
+//!   [`Metrics::observe_claim`], [`Metrics::observe_lease_expiries`],
+//!   [`Metrics::observe_outcome_written`]): attempts by action and class, delivery latency,
+//!   enqueue-to-first-attempt latency, claim batch sizes, lease expiries and how long a
+//!   known outcome waited to be committed. They count what *this process* did.
 //!   Terminal outcomes are counters here ([`Metrics::observe_outcome`]), never counts of
 //!   finished rows, so no scrape reads the finished history.
 //! * **Outbox gauges** read from the database ([`OutboxGauges`]): the live backlog per action
@@ -49,6 +50,10 @@ const DELIVERY_BUCKETS: [f64; 13] = [
 /// Upper bounds (seconds) of the enqueue-to-first-attempt buckets: from 10 ms to a day.
 const FIRST_ATTEMPT_BUCKETS: [f64; 14] = [
     0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0,
+];
+/// Upper bounds (seconds) of the outcome write delay buckets: from 1 ms to the default lease.
+const WRITE_DELAY_BUCKETS: [f64; 14] = [
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 /// Upper bounds of the claim batch size buckets.
 const BATCH_BUCKETS: [f64; 11] = [
@@ -98,6 +103,7 @@ pub struct Metrics {
     first_attempt_seconds: HistogramFamily,
     lease_expiries: Counter,
     claims_given_up: Counter,
+    write_delay: Histogram,
     claim_batch: Histogram,
     outbox: OutboxGauges,
     providers: providers::ProviderGauges,
@@ -159,6 +165,12 @@ impl Metrics {
             "Claims this process stopped waiting for after the lease (a database connection that stopped answering); what a late answer claimed is handed back unsent",
             claims_given_up.clone(),
         );
+        let write_delay = Histogram::new(WRITE_DELAY_BUCKETS);
+        registry.register(
+            "outcome_write_delay_seconds",
+            "Time from an attempt's outcome being known (its answer read and classified) to that outcome committed, for outcomes this process recorded: how long a known outcome could be lost to a crash (its intent then taken over as ambiguous)",
+            write_delay.clone(),
+        );
         let claim_batch = Histogram::new(BATCH_BUCKETS);
         registry.register(
             "claim_batch_size",
@@ -176,6 +188,7 @@ impl Metrics {
             first_attempt_seconds,
             lease_expiries,
             claims_given_up,
+            write_delay,
             claim_batch,
             outbox,
             providers,
@@ -264,6 +277,12 @@ impl Metrics {
     /// Counts a claim given up on after the lease ([`crate::dispatch::claim`]).
     pub fn observe_claim_given_up(&self) {
         self.claims_given_up.inc();
+    }
+
+    /// Records how long an attempt's outcome, known `delay` before, waited to be committed
+    /// ([`crate::dispatch::dispatcher`]'s outcome writes).
+    pub fn observe_outcome_written(&self, delay: Duration) {
+        self.write_delay.observe(delay.as_secs_f64());
     }
 
     /// The gauges read from the database.

@@ -163,8 +163,8 @@ async fn drive_scenarios(h: &Harness, d: &Dispatcher) {
     d.drain().await.unwrap();
 }
 
-/// Attempts by class, latencies, claim sizes, lease expiries and the outbox gauges after
-/// [`drive_scenarios`], as scraped from `/metrics`.
+/// Attempts by class, latencies, claim sizes, lease expiries, outcome write delays and the
+/// outbox gauges after [`drive_scenarios`], as scraped from `/metrics`.
 async fn metrics_follow_dispatcher_and_outbox(t: &TestDb) {
     let h = Harness::new(t).await;
     let metrics = Metrics::shared();
@@ -211,6 +211,14 @@ async fn metrics_follow_dispatcher_and_outbox(t: &TestDb) {
         format!("outboxd_delivery_duration_seconds_count{{action=\"{REFUND}\",provider=\"fake\"}}");
     assert_eq!(value(&latency), 4.0);
     assert!(value("outboxd_claim_batch_size_sum") >= 5.0);
+    // Every attempt's outcome recorded, each once; not the takeover's (no attempt ended).
+    assert_eq!(
+        value("outboxd_outcome_write_delay_seconds_count"),
+        5.0,
+        "lost (twice), notify, clean, orphaned"
+    );
+    let waited = value("outboxd_outcome_write_delay_seconds_sum");
+    assert!((0.0..25.0).contains(&waited), "{waited} s in all");
     // Finished intents are counters of what this process recorded, never row counts.
     let finished = |action: &str, state: &str| {
         value(&format!(
