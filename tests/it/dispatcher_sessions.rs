@@ -884,3 +884,77 @@ async fn an_outcome_written_by_a_try_given_up_on_is_not_a_lost_lease() {
     let attempts = scalar(&t.db, "SELECT count(*) FROM outbox_attempts").await;
     assert_eq!(attempts, 2, "one attempt row per delivery");
 }
+
+/// PostgreSQL: the claims' deadline (half the lease) does not loosen a stricter
+/// `statement_timeout` an operator set for the connection (here in its options; one set
+/// for the role or the database is the session's default the same way), and a looser one
+/// does not extend it: a claim behind a lock is cancelled by the stricter of the two. On
+/// the dispatcher's session and in a pool transaction alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stricter_statement_timeout_set_by_the_operator_is_kept_for_claims() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let outboxd::store::Database::Postgres(direct) = &t.db else {
+        unreachable!("a PostgreSQL test database");
+    };
+    support::harness::enqueue_committed(
+        &t.db,
+        outboxd::NewIntent::new("acme", "op-strict", REFUND, serde_json::json!({})),
+    )
+    .await;
+    // (the operator's setting, the lease, what must cancel the claim, and before when)
+    let cases = [
+        ("300", Duration::from_secs(20), Duration::from_secs(5)),
+        ("600000", Duration::from_secs(2), Duration::from_secs(2)),
+    ];
+    for (operator, lease, within) in cases {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect_lazy_with(
+                (*direct.connect_options())
+                    .clone()
+                    .options([("statement_timeout", operator)]),
+            );
+        let kept = std::sync::Arc::new(outboxd::store::postgres::DispatcherSessions::beside(&pool));
+        let stores: [(&str, std::sync::Arc<dyn outboxd::store::OutboxStore>); 2] = [
+            (
+                "the dispatcher's session",
+                std::sync::Arc::new(outboxd::store::postgres::PgStore::for_dispatcher(
+                    pool.clone(),
+                    kept,
+                )),
+            ),
+            (
+                "the pool",
+                std::sync::Arc::new(outboxd::store::postgres::PgStore::new(pool.clone())),
+            ),
+        ];
+        let request = outboxd::store::ClaimRequest {
+            lease,
+            ..one_relayed()
+        };
+        for (via, store) in stores {
+            let mut locker = direct.begin().await.unwrap();
+            sqlx::query("LOCK TABLE outbox_intents IN ACCESS EXCLUSIVE MODE")
+                .execute(&mut *locker)
+                .await
+                .unwrap();
+            let started = std::time::Instant::now();
+            let claimed = tokio::time::timeout(lease * 2, store.claim_due(&request))
+                .await
+                .unwrap_or_else(|_| panic!("{via}, {operator} ms: not cancelled by the server"));
+            let took = started.elapsed();
+            locker.rollback().await.unwrap();
+            let err = claimed.expect_err("a claim behind the lock cannot have succeeded");
+            assert!(
+                err.to_string().contains("statement timeout"),
+                "{via}, {operator} ms: {err}"
+            );
+            assert!(
+                took < within,
+                "{via}: the operator's {operator} ms and a {lease:?} lease: cancelled after {took:?}"
+            );
+        }
+    }
+}

@@ -25,7 +25,9 @@
 //! the commit comes with the protocol's sync, after the timer stopped, so a commit slowed
 //! by synchronous replication is bounded only by the dispatcher, which gives up on an
 //! answer after the lease and hands back whatever a late answer claimed
-//! ([`Dispatcher::claim`](crate::dispatch::Dispatcher)).
+//! ([`Dispatcher::claim`](crate::dispatch::Dispatcher)). A stricter `statement_timeout`
+//! that an operator set for the role, the database or the connection is kept
+//! ([`statement_timeout_sql`](super::sessions::statement_timeout_sql)).
 //!
 //! The rarer statements that join `outbox_intents` to a list of ids (takeovers, releases)
 //! are sent unnamed (`persistent(false)`), so PostgreSQL plans each execution for the table
@@ -96,9 +98,9 @@ impl<'a> KeptSession<'a> {
         let tx = match statement_timeout {
             Some(t) => {
                 let begin = format!(
-                    "{}; SET LOCAL statement_timeout = '{}'",
+                    "{}; {}",
                     KEPT_PLAN_BEGIN_SQL.as_str(),
-                    super::sessions::statement_timeout_value(t)
+                    super::sessions::statement_timeout_sql(t, true)
                 );
                 store.pool.begin_with(sqlx::AssertSqlSafe(begin)).await?
             }

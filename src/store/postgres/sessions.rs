@@ -20,10 +20,12 @@
 //!   there. A session broken while busy costs one failed statement, retried as any database
 //!   error, never a stream of them.
 //! * **A server-side deadline for the claims** ([`DispatcherSessions::try_session_with`]): the
-//!   claims' session is opened with the `statement_timeout` its caller asks for (half the
-//!   lease, [`super::claims`]), so the server itself cancels a claim that waits too long
-//!   (behind a table lock, say) before the caller gives up on it; a held session opened
-//!   with another deadline is given this one first.
+//!   claims' session is given the `statement_timeout` its caller asks for (half the
+//!   lease, [`super::claims`]) right after it opens, so the server itself cancels a claim
+//!   that waits too long (behind a table lock, say) before the caller gives up on it; a
+//!   held session given another deadline is given this one first. A stricter
+//!   `statement_timeout` set for the role, the database or in the connection's options is
+//!   kept ([`statement_timeout_sql`]).
 //! * **Never waited for.** A caller that finds the session busy (two callers of one store at
 //!   once; the daemon has one claimer and one outcome writer) is told so, and runs its
 //!   statement on the pool instead; so does one whose session could not be opened, unless
@@ -142,10 +144,7 @@ impl DispatcherSessions {
             if held.statement_timeout != Some(wanted) {
                 // Set on the held session (it keeps its prepared statements); one that
                 // cannot be set is replaced by one opened with it.
-                let set = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "SET statement_timeout = '{}'",
-                    statement_timeout_value(wanted)
-                )));
+                let set = sqlx::raw_sql(sqlx::AssertSqlSafe(statement_timeout_sql(wanted, false)));
                 match tokio::time::timeout(self.open_timeout, set.execute(&mut held.conn)).await {
                     Ok(Ok(_)) => held.statement_timeout = Some(wanted),
                     _ => drop(slot.take()),
@@ -222,16 +221,16 @@ impl DispatcherSessions {
     }
 
     async fn open(&self, statement_timeout: Option<Duration>) -> Result<PgConnection, sqlx::Error> {
-        let options = match statement_timeout {
-            Some(t) => self
-                .options
-                .clone()
-                .options([("statement_timeout", statement_timeout_value(t))]),
-            None => self.options.clone(),
-        };
         let open = async {
-            let mut conn = PgConnection::connect_with(&options).await?;
+            let mut conn = PgConnection::connect_with(&self.options).await?;
             super::refuse_catalog_not_first(&mut conn, self.url.clone()).await?;
+            if let Some(t) = statement_timeout {
+                // Set after the start (not as a startup option), so that the session's own
+                // default stays its `reset_val`, to keep where it is stricter.
+                sqlx::raw_sql(sqlx::AssertSqlSafe(statement_timeout_sql(t, false)))
+                    .execute(&mut conn)
+                    .await?;
+            }
             Ok(conn)
         };
         tokio::time::timeout(self.open_timeout, open)
@@ -258,10 +257,18 @@ fn is_refusal(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Configuration(e) if e.is::<super::CatalogNotFirst>())
 }
 
-/// `t` as a value of the `statement_timeout` setting: whole milliseconds, at least 1 (0
-/// would mean no deadline). Only digits, so it may be formatted into a statement.
-pub(super) fn statement_timeout_value(t: Duration) -> String {
-    format!("{}ms", t.as_millis().max(1))
+/// A statement that sets `statement_timeout` to `t` (whole milliseconds, at least 1: 0 would
+/// mean no deadline), for the transaction only if `local`, unless the session's own default
+/// is stricter: its `reset_val`, what was set for the role, the database or in the
+/// connection's options (`options=-c statement_timeout=…` in the URL), is then kept. Only
+/// digits are formatted in, so it may be sent as text.
+pub(super) fn statement_timeout_sql(t: Duration, local: bool) -> String {
+    let ms = t.as_millis().max(1);
+    format!(
+        "SELECT pg_catalog.set_config('statement_timeout', CASE WHEN s.reset_val::bigint > 0 \
+         AND s.reset_val::bigint < {ms}::bigint THEN s.reset_val ELSE '{ms}' END, {local}) \
+         FROM pg_catalog.pg_settings s WHERE s.name = 'statement_timeout'"
+    )
 }
 
 /// One session, lent to one statement: closed when dropped, unless [`Session::keep`] was
