@@ -336,6 +336,9 @@ impl Dispatcher {
                 }
             }
         };
+        // When the write returned: the delay observed below must not include the read that
+        // tells an earlier try's commit from a takeover.
+        let committed = Utc::now();
         // A failed or abandoned try may have committed after all: what it wrote is then
         // fenced off for the retry, but it is this write's outcome, not a lost lease.
         let results = if retried {
@@ -343,7 +346,6 @@ impl Dispatcher {
         } else {
             results
         };
-        let committed = Utc::now();
         for (outcome, result) in outcomes.iter().zip(results) {
             if let (Some(m), RecordResult::Recorded, Some(_)) =
                 (&self.metrics, result, &outcome.attempt)

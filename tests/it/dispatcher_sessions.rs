@@ -9,10 +9,10 @@ use crate::support;
 
 use std::time::Duration;
 
-use super::dispatch_outcomes::{
+use support::harness::{scalar, REFUND};
+use support::kept_plans::{
     claim_request, delivered, generic_plan_database, kept_statement, scans_after_the_table_grew,
 };
-use support::harness::{scalar, REFUND};
 use support::TestDb;
 
 /// PostgreSQL: the dispatcher's store runs its claims and outcome groups on sessions of

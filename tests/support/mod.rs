@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod db;
 pub mod harness;
 pub mod invariants;
+pub mod kept_plans;
 pub mod openapi;
 pub mod pg_cluster;
 pub mod webdriver;

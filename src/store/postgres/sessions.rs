@@ -264,10 +264,12 @@ fn is_refusal(e: &sqlx::Error) -> bool {
 /// digits are formatted in, so it may be sent as text.
 pub(super) fn statement_timeout_sql(t: Duration, local: bool) -> String {
     let ms = t.as_millis().max(1);
+    // Without a row for the setting (a server that only looks like PostgreSQL), `t` is set:
+    // the statement always sets a deadline.
     format!(
-        "SELECT pg_catalog.set_config('statement_timeout', CASE WHEN s.reset_val::bigint > 0 \
-         AND s.reset_val::bigint < {ms}::bigint THEN s.reset_val ELSE '{ms}' END, {local}) \
-         FROM pg_catalog.pg_settings s WHERE s.name = 'statement_timeout'"
+        "SELECT pg_catalog.set_config('statement_timeout', coalesce((SELECT CASE WHEN \
+         s.reset_val::bigint > 0 AND s.reset_val::bigint < {ms}::bigint THEN s.reset_val END \
+         FROM pg_catalog.pg_settings s WHERE s.name = 'statement_timeout'), '{ms}'), {local})"
     )
 }
 
