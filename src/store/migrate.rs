@@ -147,6 +147,15 @@ macro_rules! migrations {
                     "/0012_functions_written_with_qualified_quoting.sql"
                 )),
             },
+            Migration {
+                version: 13,
+                name: "wakeups_can_be_turned_off",
+                sql: include_str!(concat!(
+                    "../../migrations/",
+                    $backend,
+                    "/0013_wakeups_can_be_turned_off.sql"
+                )),
+            },
         ]
     };
 }

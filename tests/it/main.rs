@@ -54,4 +54,5 @@ mod stored_values;
 mod tenant_fairness;
 mod upgrade;
 mod upgrade_to_0012;
+mod upgrade_to_0013;
 mod wakeups;

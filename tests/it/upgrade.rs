@@ -272,6 +272,7 @@ async fn upgrade_from_schema_3_then_dispatch(t: TestDb) {
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
             (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ],
         "{report:?}"
     );
@@ -321,6 +322,7 @@ async fn upgrade_from_schema_4_then_dispatch(t: TestDb) {
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
             (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ],
         "{report:?}"
     );
@@ -514,6 +516,7 @@ async fn upgrade_to_0006_then_dispatch(t: TestDb) {
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
             (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ],
         "{report:?}"
     );
@@ -629,6 +632,7 @@ async fn upgrade_to_0007_then_dispatch(t: TestDb) {
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
             (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ],
         "{report:?}"
     );
@@ -723,6 +727,7 @@ async fn upgrade_to_0008_then_dispatch(t: TestDb) {
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
             (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ],
         "{report:?}"
     );
@@ -803,6 +808,7 @@ async fn upgrade_to_0008_gives_up_behind_a_long_transaction_on_postgres() {
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
             (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ]
     );
     assert_eq!(index_count(&t.db, "outbox_intents_due_by_tenant").await, 0);
@@ -837,7 +843,8 @@ async fn upgrade_to_0009_then_dispatch(t: TestDb) {
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
-            (12, "functions_written_with_qualified_quoting")
+            (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ],
         "{report:?}"
     );
@@ -926,7 +933,8 @@ async fn upgrade_to_0009_lets_a_waiting_producer_commit_on_postgres() {
             (9, "field_checks_when_written"),
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
-            (12, "functions_written_with_qualified_quoting")
+            (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ]
     );
     assert_eq!(
@@ -1043,7 +1051,8 @@ async fn upgrade_to_0010_then_dispatch(t: TestDb) {
         vec![
             (10, "cheaper_producer_functions"),
             (11, "pinned_function_search_path"),
-            (12, "functions_written_with_qualified_quoting")
+            (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ],
         "{report:?}"
     );
@@ -1328,7 +1337,8 @@ async fn upgrade_to_0011_then_dispatch(t: TestDb) {
         report.applied,
         vec![
             (11, "pinned_function_search_path"),
-            (12, "functions_written_with_qualified_quoting")
+            (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
         ],
         "{report:?}"
     );

@@ -97,7 +97,10 @@ async fn upgrade_to_0012_then_dispatch(t: TestDb) {
     let report = t.db.migrate().await.expect("upgrade to the current schema");
     assert_eq!(
         report.applied,
-        vec![(12, "functions_written_with_qualified_quoting")],
+        vec![
+            (12, "functions_written_with_qualified_quoting"),
+            (13, "wakeups_can_be_turned_off"),
+        ],
         "{report:?}"
     );
     assert_eq!(

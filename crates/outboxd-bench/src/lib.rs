@@ -213,6 +213,9 @@ pub async fn run(options: &BenchOptions) -> Result<report::Report, BenchError> {
     }
     if options.producer_commits > 0 {
         producer::overhead(options, &mut report).await?;
+        if setup::is_postgres(&options.database) {
+            producer::parallel(options, &mut report).await?;
+        }
     }
     scenarios(options, &provider, &mut report).await?;
     scale_ops(options, &provider, &mut report).await?;
@@ -271,6 +274,9 @@ pub enum Only {
     Ceilings,
     /// The tenant-fairness scenario (tenant B beside tenant A's backlog).
     Fairness,
+    /// The producer's cost: one connection (8) and, on PostgreSQL, several at once with
+    /// and without the wake-up (8b).
+    Producer,
 }
 
 /// Only one measurement, with its own table (targets of the others read as missing).
@@ -311,6 +317,13 @@ pub async fn run_only(options: &BenchOptions, only: Only) -> Result<report::Repo
                 produce_for: options.scenarios.fairness_for,
             };
             fairness::run(options, &provider, &shape, &mut report).await?;
+        }
+        Only::Producer => {
+            report.section("producer");
+            producer::overhead(options, &mut report).await?;
+            if setup::is_postgres(&options.database) {
+                producer::parallel(options, &mut report).await?;
+            }
         }
     }
     report.finish();

@@ -57,7 +57,9 @@ struct Args {
     /// Run only one figure's measurement, to iterate on it (`latency`: the offered load,
     /// PostgreSQL; `rate-limit`: the rate-limit scenario; `payloads`: memory with payloads
     /// near the size limit, after the small-payload drain it is read against; `ceilings`:
-    /// the raw queue (2a) and the dispatcher's own SQL (2b) with their CPU ratio).
+    /// the raw queue (2a) and the dispatcher's own SQL (2b) with their CPU ratio;
+    /// `fairness`: tenant B beside tenant A's backlog; `producer`: the producer's cost, from
+    /// one connection and, on PostgreSQL, from several with and without the wake-up).
     #[arg(long, value_enum)]
     only: Option<Only>,
     /// A small run for CI: a few hundred intents, short phases, no targets.
