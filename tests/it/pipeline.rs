@@ -5,7 +5,8 @@
 //! that fails from the start gets one request at a time (the send window starts at one), so
 //! the breaker opens after exactly `breaker_failures` requests, and its trial is one
 //! request; a 429 with `Retry-After` pauses the whole provider; a rate limit spaces
-//! requests. Every wait is a condition with a deadline.
+//! requests; on PostgreSQL, an intent committed without a wake-up waits for the next poll.
+//! Every wait is a condition with a deadline.
 
 use crate::support;
 
@@ -558,3 +559,79 @@ both_backends!(
     a_failing_provider_gets_one_request_at_a_time,
     retry_after_pauses_the_whole_provider,
 );
+
+/// Commits one intent of `action` in a transaction whose producer turned the wake-up off
+/// (`outboxd.wake_dispatchers`, migration 0013).
+async fn enqueue_quietly(t: &TestDb, op: &str, action: &str) {
+    let outboxd::store::Database::Postgres(pool) = &t.db else {
+        unreachable!("PostgreSQL only")
+    };
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL outboxd.wake_dispatchers = off")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    outboxd::enqueue(&mut tx, NewIntent::new("acme", op, action, json!({})))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+}
+
+/// PostgreSQL: an intent whose producer turned the wake-up off does not wake an idle
+/// pipeline; it waits for the next poll (here a minute away), or for the next claim, which
+/// another intent's wake-up starts and which takes both. With a short `poll_interval` it
+/// is delivered at the next poll, with no other insert. In a database of its own, so no
+/// other test's notification wakes the pipeline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_committed_without_a_wake_up_waits_for_the_next_poll() {
+    let Some(t) = TestDb::postgres_own_database().await else {
+        return;
+    };
+    let provider = FakeProvider::start(FakeProviderOptions::default()).unwrap();
+    let quiet = |poll_interval: Duration| DispatcherSettings {
+        poll_interval,
+        reclaim_every: Duration::from_secs(120),
+        ..settings(8)
+    };
+    let make = || {
+        vec![action(
+            "things",
+            &provider,
+            limits(8),
+            Duration::from_secs(5),
+        )]
+    };
+    let run = start(&t, make(), quiet(Duration::from_secs(60))).await;
+    // Idle: its first claim found nothing, so it waits for a wake-up or the poll.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    enqueue_quietly(&t, "quiet-1", "things").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        provider.request_count(),
+        0,
+        "a quiet insert woke the pipeline"
+    );
+    enqueue_committed(&t.db, NewIntent::new("acme", "loud-1", "things", json!({}))).await;
+    wait_for("both delivered", Duration::from_secs(10), || {
+        provider.effect_count() == 2
+    })
+    .await;
+    run.stop().await;
+
+    let run = start(&t, make(), quiet(Duration::from_millis(300))).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    enqueue_quietly(&t, "quiet-2", "things").await;
+    wait_for(
+        "the quiet one delivered by the poll",
+        Duration::from_secs(10),
+        || provider.effect_count() == 3,
+    )
+    .await;
+    run.stop().await;
+    let delivered = scalar(
+        &t.db,
+        "SELECT count(*) FROM outbox_intents WHERE state = 'delivered'",
+    )
+    .await;
+    assert_eq!(delivered, 3);
+}
