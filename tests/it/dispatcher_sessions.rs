@@ -664,6 +664,19 @@ async fn a_claim_that_never_answers_is_abandoned_after_the_lease() {
     assert_eq!(provider.request_count(), 2);
 }
 
+/// A transaction on `direct` holding `ACCESS EXCLUSIVE` on `outbox_intents` (a migration or
+/// a manual `ALTER` would): every claim queues behind it until it ends.
+async fn lock_the_outbox_table(
+    direct: &sqlx::PgPool,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut locker = direct.begin().await.unwrap();
+    sqlx::query("LOCK TABLE outbox_intents IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *locker)
+        .await
+        .unwrap();
+    locker
+}
+
 /// PostgreSQL: a claim queued behind a lock on the outbox table is cancelled by the server
 /// at its deadline (half the lease), before the claimer would give up on it, and claims
 /// nothing: no row stays claimed for a request that is never sent, even once the lock is
@@ -684,11 +697,7 @@ async fn a_claim_behind_a_lock_is_cancelled_by_the_server_and_claims_nothing() {
         (t.db.store(), "the pool"),
     ] {
         let (provider, dispatcher) = relayed_dispatcher(&store, lease);
-        let mut locker = direct.begin().await.unwrap();
-        sqlx::query("LOCK TABLE outbox_intents IN ACCESS EXCLUSIVE MODE")
-            .execute(&mut *locker)
-            .await
-            .unwrap();
+        let locker = lock_the_outbox_table(direct).await;
         let started = std::time::Instant::now();
         let claimed = tokio::time::timeout(Duration::from_secs(15), dispatcher.claim_and_deliver())
             .await
@@ -935,11 +944,7 @@ async fn a_stricter_statement_timeout_set_by_the_operator_is_kept_for_claims() {
             ..one_relayed()
         };
         for (via, store) in stores {
-            let mut locker = direct.begin().await.unwrap();
-            sqlx::query("LOCK TABLE outbox_intents IN ACCESS EXCLUSIVE MODE")
-                .execute(&mut *locker)
-                .await
-                .unwrap();
+            let locker = lock_the_outbox_table(direct).await;
             let started = std::time::Instant::now();
             let claimed = tokio::time::timeout(lease * 2, store.claim_due(&request))
                 .await
