@@ -83,8 +83,8 @@ pub const REOPEN_AFTER: Duration = Duration::from_secs(1);
 /// The longest wait before a session that keeps failing to open is tried again.
 pub const REOPEN_AFTER_AT_MOST: Duration = Duration::from_secs(30);
 
-/// An open session, when its last statement ended, and the `statement_timeout` it was
-/// opened with (`None`: the server's default).
+/// An open session, when its last statement ended, and the claims' deadline last set on it
+/// ([`statement_timeout_sql`]; `None`: none set, the session's own default).
 #[derive(Debug)]
 struct Held {
     conn: PgConnection,
