@@ -652,10 +652,18 @@ async fn outcome_write_does_not_scan_a_table_that_grew() {
         .await
         .unwrap();
     store
-        .claim_due(&claim_one("planner", Duration::from_millis(1)))
+        .claim_due(&claim_one("planner", Duration::from_secs(30)))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Expired by hand: a claim leased for a millisecond would also get a millisecond's
+    // statement_timeout (half its lease) and could be cancelled on a busy machine.
+    sqlx::raw_sql(
+        "UPDATE outbox_intents SET lease_expires_at = now() - interval '1 second' \
+         WHERE state = 'in_flight'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     let taken = store
         .reclaim_expired(&claim_one("planner-2", Duration::from_secs(30)))
         .await
